@@ -1,0 +1,161 @@
+#include "core/allocator.h"
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "core/logging.h"
+
+#if defined(DT_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace dt {
+namespace {
+
+// Size classes: powers of two up to 1 MiB, then multiples of 1 MiB, so that a block freed by one step of a
+// training loop is reused by the same step of the next one.
+size_t round_size(size_t n) {
+  if (n <= 512) return 512;
+  if (n < (size_t(1) << 20)) {
+    size_t p = 1024;
+    while (p < n) p <<= 1;
+    return p;
+  }
+  return ceil_div(int64_t(n), int64_t(1) << 20) * (size_t(1) << 20);
+}
+
+size_t max_cached_bytes() {
+  static size_t v = [] {
+    const char* e = std::getenv("DT_POOL_MAX_CACHED_MB");
+    long mb = e ? std::strtol(e, nullptr, 10) : 4096;
+    return size_t(mb < 0 ? 0 : mb) << 20;
+  }();
+  return v;
+}
+
+class CachingAllocator : public Allocator {
+ public:
+  explicit CachingAllocator(Device device) : device_(device) {}
+
+  void* allocate(size_t nbytes) override {
+    if (nbytes == 0) return nullptr;
+    size_t sz = round_size(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(sz);
+      if (it != free_.end()) {
+        void* p = it->second;
+        free_.erase(it);
+        cached_ -= sz;
+        note_alloc(sz);
+        return p;
+      }
+    }
+    void* p = raw_alloc(sz);
+    if (p == nullptr) {
+      empty_cache();
+      p = raw_alloc(sz);
+    }
+    if (p == nullptr) DT_THROW(SystemError, "out of memory on ", device_, ": could not allocate ", sz, " bytes");
+    std::lock_guard<std::mutex> lock(mu_);
+    note_alloc(sz);
+    return p;
+  }
+
+  void deallocate(void* ptr, size_t nbytes) override {
+    if (ptr == nullptr) return;
+    size_t sz = round_size(nbytes);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      allocated_ -= sz;
+      if (cached_ + sz <= max_cached_bytes()) {
+        free_.emplace(sz, ptr);
+        cached_ += sz;
+        return;
+      }
+    }
+    raw_free(ptr);
+  }
+
+  void empty_cache() override {
+    std::multimap<size_t, void*> blocks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      blocks.swap(free_);
+      cached_ = 0;
+    }
+    for (auto& [sz, p] : blocks) raw_free(p);
+  }
+
+  size_t allocated_bytes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return allocated_;
+  }
+  size_t peak_allocated_bytes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return peak_;
+  }
+  size_t cached_bytes() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return cached_;
+  }
+
+ private:
+  void note_alloc(size_t sz) {
+    allocated_ += sz;
+    if (allocated_ > peak_) peak_ = allocated_;
+  }
+
+  void* raw_alloc(size_t sz) {
+    if (device_.is_cpu()) return std::aligned_alloc(64, sz);
+#if defined(DT_WITH_CUDA)
+    check_device_usable(device_);
+    cudaSetDevice(device_.index);
+    void* p = nullptr;
+    if (cudaMalloc(&p, sz) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    return p;
+#else
+    check_device_usable(device_);
+    return nullptr;
+#endif
+  }
+
+  void raw_free(void* p) {
+    if (device_.is_cpu()) {
+      std::free(p);
+      return;
+    }
+#if defined(DT_WITH_CUDA)
+    cudaSetDevice(device_.index);
+    cudaFree(p);
+#endif
+  }
+
+  Device device_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+  size_t allocated_ = 0, peak_ = 0, cached_ = 0;
+};
+
+}  // namespace
+
+Allocator& allocator_for(const Device& device) {
+  static std::mutex mu;
+  // Pools live for the whole process: storages may be destroyed during static destruction.
+  static auto* pools = new std::unordered_map<Device, CachingAllocator*>();
+  check_device_usable(device);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = pools->find(device);
+  if (it == pools->end()) it = pools->emplace(device, new CachingAllocator(device)).first;
+  return *it->second;
+}
+
+}  // namespace dt

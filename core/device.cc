@@ -1,0 +1,75 @@
+#include "core/device.h"
+
+#include <mutex>
+
+#include "core/error.h"
+
+#if defined(DT_WITH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace dt {
+
+std::string Device::to_string() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.to_string(); }
+
+Device Device::parse(const std::string& s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    try {
+      size_t used = 0;
+      int idx = std::stoi(s.substr(5), &used);
+      if (used == s.size() - 5 && idx >= 0) return cuda(idx);
+    } catch (const std::exception&) {
+    }
+  }
+  DT_THROW(InvalidArgument, "unknown device '", s, "': expected cpu, cuda or cuda:N");
+}
+
+int cuda_device_count() {
+#if defined(DT_WITH_CUDA)
+  static int count = [] {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // without a driver this is error 35; clear it and carry on without CUDA
+      return 0;
+    }
+    return n;
+  }();
+  return count;
+#else
+  return 0;
+#endif
+}
+
+bool cuda_available() { return cuda_device_count() > 0; }
+
+void check_device_usable(const Device& device) {
+  if (device.is_cpu()) return;
+#if defined(DT_WITH_CUDA)
+  int n = cuda_device_count();
+  if (n == 0) DT_THROW(Unsupported, "device ", device, " requested but no CUDA device is usable in this process");
+  DT_CHECK_ARG(device.index >= 0 && device.index < n, "device ", device, " does not exist: this process sees ", n,
+               " CUDA device(s)");
+#else
+  DT_THROW(Unsupported, "device ", device, " requested but dtensor was built without CUDA (-Dcuda=disabled)");
+#endif
+}
+
+void synchronize(const Device& device, Stream stream) {
+  if (device.is_cpu()) return;
+#if defined(DT_WITH_CUDA)
+  check_device_usable(device);
+  cudaSetDevice(device.index);
+  cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle));
+  if (e != cudaSuccess) DT_THROW(CudaError, "cudaStreamSynchronize on ", device, ": ", cudaGetErrorString(e));
+#else
+  (void)stream;
+  check_device_usable(device);
+#endif
+}
+
+}  // namespace dt

@@ -1,0 +1,48 @@
+#include "core/storage.h"
+
+#include "core/allocator.h"
+#include "core/error.h"
+
+namespace dt {
+
+Storage::Storage(void* data, size_t nbytes, Device device, bool owned, Deleter deleter)
+    : data_(data), nbytes_(nbytes), device_(device), owned_(owned), deleter_(std::move(deleter)) {}
+
+std::shared_ptr<Storage> Storage::create(size_t nbytes, Device device) {
+  void* p = allocator_for(device).allocate(nbytes);
+  return std::shared_ptr<Storage>(new Storage(p, nbytes, device, true, {}));
+}
+
+std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device, Deleter deleter) {
+  return std::shared_ptr<Storage>(new Storage(data, nbytes, device, false, std::move(deleter)));
+}
+
+Storage::~Storage() { free_memory(); }
+
+void Storage::free_memory() {
+  if (owned_) {
+    if (data_ != nullptr) allocator_for(device_).deallocate(data_, nbytes_);
+  } else if (deleter_) {
+    deleter_(data_);
+    deleter_ = nullptr;
+  }
+  data_ = nullptr;
+}
+
+void Storage::release() {
+  DT_CHECK_ARG(owned_, "release(): storage wraps external memory and cannot be released by dtensor");
+  if (released_) return;
+  free_memory();
+  released_ = true;
+}
+
+void Storage::resize(size_t nbytes) {
+  DT_CHECK_ARG(owned_, "resize(): storage wraps external memory (", nbytes_, " bytes) and cannot be resized");
+  if (!released_ && nbytes == nbytes_) return;
+  free_memory();
+  data_ = allocator_for(device_).allocate(nbytes);
+  nbytes_ = nbytes;
+  released_ = false;
+}
+
+}  // namespace dt

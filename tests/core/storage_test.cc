@@ -1,0 +1,58 @@
+#include <gtest/gtest.h>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+
+namespace dt {
+namespace {
+
+TEST(Storage, ReleaseAndRefillKeepViewsValid) {
+  Tensor full = Tensor::arange(12).view({3, 4});
+  Tensor row = full.select(0, 1);  // a view, like a module's reference to an unsharded parameter
+  auto storage = full.storage();
+  storage->release();
+  EXPECT_TRUE(storage->is_released());
+  EXPECT_THROW(row.to_vector(), InvalidArgument);
+  EXPECT_NE(row.to_string().find("released"), std::string::npos);
+  storage->resize(12 * sizeof(float));
+  full.copy_(Tensor::arange(12).view({3, 4}).t().contiguous().view({3, 4}));
+  // The view sees the new contents through the same storage object.
+  std::vector<double> ref;
+  for (int k = 4; k < 8; ++k) ref.push_back(double((k % 3) * 4 + k / 3));
+  EXPECT_EQ(row.to_vector(), ref);
+  EXPECT_TRUE(row.shares_storage_with(full));
+}
+
+TEST(Storage, WrappedMemoryCannotBeReleased) {
+  float x[4] = {0, 1, 2, 3};
+  Tensor t = Tensor::from_blob(x, {4}, DType::f32, Device::cpu());
+  EXPECT_THROW(t.storage()->release(), InvalidArgument);
+  EXPECT_THROW(t.storage()->resize(8), InvalidArgument);
+}
+
+TEST(Allocator, PoolReusesBlocks) {
+  Allocator& a = allocator_for(Device::cpu());
+  const size_t mib = size_t(1) << 20;
+  void* p = a.allocate(37 * mib - 100);
+  size_t before = a.allocated_bytes();
+  a.deallocate(p, 37 * mib - 100);
+  EXPECT_LT(a.allocated_bytes(), before);
+  void* q = a.allocate(37 * mib - 5);  // same 37 MiB class: comes back from the cache
+  EXPECT_EQ(p, q);
+  a.deallocate(q, 37 * mib - 5);
+  EXPECT_GE(a.peak_allocated_bytes(), 37 * mib);
+  EXPECT_EQ(a.allocate(0), nullptr);
+}
+
+TEST(Device, ParsingAndAvailability) {
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  EXPECT_THROW(Device::parse("tpu"), InvalidArgument);
+  EXPECT_THROW(Device::parse("cuda:x"), InvalidArgument);
+  if (!cuda_available()) {
+    EXPECT_THROW(Tensor::empty({4}, DType::f32, Device::cuda(0)), Unsupported);
+  }
+}
+
+}  // namespace
+}  // namespace dt
