@@ -1,0 +1,376 @@
+#include "collectives/communicator.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace dt {
+
+const char* collective_kind_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
+    case CollectiveKind::kAllToAllV:
+      return "all_to_allv";
+    case CollectiveKind::kSend:
+      return "send";
+    case CollectiveKind::kRecv:
+      return "recv";
+    case CollectiveKind::kBarrier:
+      return "barrier";
+  }
+  return "?";
+}
+
+bool CollectiveArgs::in_place() const {
+  return send != nullptr && recv != nullptr && send == recv;
+}
+
+std::string CollectiveArgs::describe() const {
+  std::ostringstream os;
+  os << collective_kind_name(kind) << "(count=" << count << ", " << dtype_name(dtype);
+  if (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce) os << ", " << reduce_op_name(op);
+  if (kind == CollectiveKind::kBroadcast) os << ", root=" << root;
+  if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) os << ", peer=" << peer;
+  if (!device.is_cpu()) os << ", " << device;
+  os << ")";
+  return os.str();
+}
+
+// ---- observers ----
+
+namespace {
+std::mutex g_obs_mu;
+std::map<int, CollectiveObserver>& observers() {
+  static auto* m = new std::map<int, CollectiveObserver>();
+  return *m;
+}
+std::atomic<int> g_obs_count{0};
+int g_next_obs_id = 1;
+
+bool debug_signatures() {
+  static bool on = [] {
+    const char* e = std::getenv("DT_DEBUG_COLLECTIVES");
+    return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+}  // namespace
+
+int add_collective_observer(CollectiveObserver observer) {
+  std::lock_guard<std::mutex> lock(g_obs_mu);
+  int id = g_next_obs_id++;
+  observers().emplace(id, std::move(observer));
+  g_obs_count.store(int(observers().size()));
+  return id;
+}
+
+void remove_collective_observer(int id) {
+  std::lock_guard<std::mutex> lock(g_obs_mu);
+  observers().erase(id);
+  g_obs_count.store(int(observers().size()));
+}
+
+// ---- validation ----
+
+void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
+  const std::string what = a.describe() + " on " + comm.backend_name() + "[rank " + std::to_string(comm.rank()) +
+                           "/" + std::to_string(comm.size()) + "]";
+  DT_CHECK_ARG(a.count >= 0, what, ": count must be non-negative, got ", a.count);
+  DT_CHECK_ARG(comm.supports(a.device), what, ": buffers on ", a.device, " are not supported by the ",
+               comm.backend_name(), " backend");
+  const int n = comm.size();
+  auto need = [&](const void* p, const char* name) {
+    DT_CHECK_ARG(a.count == 0 || p != nullptr, what, ": ", name, " buffer is null");
+  };
+  switch (a.kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kAllToAll:
+      need(a.send, "send");
+      need(a.recv, "recv");
+      break;
+    case CollectiveKind::kBroadcast:
+      need(a.recv, "broadcast");
+      DT_CHECK_ARG(a.root >= 0 && a.root < n, what, ": root ", a.root, " is not a rank of a group of ", n);
+      break;
+    case CollectiveKind::kSend:
+    case CollectiveKind::kRecv:
+      need(a.kind == CollectiveKind::kSend ? a.send : a.recv, "message");
+      DT_CHECK_ARG(a.peer >= 0 && a.peer < n, what, ": peer ", a.peer, " is not a rank of a group of ", n);
+      DT_CHECK_ARG(a.peer != comm.rank(), what, ": send/recv to itself (rank ", a.peer, ")");
+      break;
+    case CollectiveKind::kAllToAllV: {
+      auto check_vec = [&](const std::vector<int64_t>& v, const char* name) {
+        DT_CHECK_ARG(int(v.size()) == n, what, ": ", name, " has ", v.size(), " entries, expected one per rank (", n,
+                     ")");
+        for (int64_t x : v) DT_CHECK_ARG(x >= 0, what, ": negative entry in ", name, ": ", x);
+      };
+      check_vec(a.send_counts, "send_counts");
+      check_vec(a.send_displs, "send_displs");
+      check_vec(a.recv_counts, "recv_counts");
+      check_vec(a.recv_displs, "recv_displs");
+      break;
+    }
+    case CollectiveKind::kBarrier:
+      break;
+  }
+}
+
+// ---- the funnel ----
+
+WorkPtr Communicator::submit(const CollectiveArgs& args) {
+  validate_collective(*this, args);
+  const bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
+  if (!p2p) ++sequence_;  // point-to-point calls involve two ranks only, so they do not advance the group's count
+  if (debug_signatures() && !p2p && size() > 1) {
+    // Every rank contributes its signature; all must agree (all_to_allv counts differ per rank by design).
+    constexpr int kFields = 6;
+    const int n = size();
+    Tensor mine = Tensor::from_data<int64_t>(
+        {int64_t(sequence_), int64_t(args.kind), args.kind == CollectiveKind::kAllToAllV ? 0 : args.count,
+         int64_t(args.dtype), int64_t(args.op), int64_t(args.root)},
+        {kFields});
+    Tensor all = Tensor::empty({int64_t(n) * kFields}, DType::i64);
+    Tensor dev_mine = mine.to(args.device), dev_all = all.to(args.device);
+    CollectiveArgs sig;
+    sig.kind = CollectiveKind::kAllGather;
+    sig.send = dev_mine.data_ptr();
+    sig.recv = dev_all.data_ptr();
+    sig.count = kFields;
+    sig.dtype = DType::i64;
+    sig.device = args.device;
+    sig.stream = args.stream;
+    enqueue(sig)->wait();
+    std::vector<double> v = dev_all.to_vector();
+    std::vector<int> differ;
+    for (int r = 0; r < n; ++r)
+      for (int f = 0; f < kFields; ++f)
+        if (v[size_t(r * kFields + f)] != v[size_t(f)]) {
+          differ.push_back(r);
+          break;
+        }
+    if (!differ.empty()) {
+      std::ostringstream os;
+      os << "mismatched collectives on " << backend_name() << " group of " << n << ": rank 0 called "
+         << collective_kind_name(CollectiveKind(int64_t(v[1]))) << "(count=" << int64_t(v[2]) << ", "
+         << dtype_name(DType(int64_t(v[3]))) << ") as call #" << int64_t(v[0]);
+      auto g = global_ranks();
+      for (int r : differ)
+        os << "; rank " << r << " (global " << g[size_t(r)] << ") called "
+           << collective_kind_name(CollectiveKind(int64_t(v[size_t(r * kFields + 1)]))) << "(count="
+           << int64_t(v[size_t(r * kFields + 2)]) << ", " << dtype_name(DType(int64_t(v[size_t(r * kFields + 3)])))
+           << ") as call #" << int64_t(v[size_t(r * kFields)]);
+      DT_THROW(InvalidArgument, os.str());
+    }
+  }
+  if (g_obs_count.load(std::memory_order_relaxed) > 0) {
+    std::lock_guard<std::mutex> lock(g_obs_mu);
+    CollectiveEvent ev{this, &args};
+    for (auto& [id, fn] : observers()) fn(ev);
+  }
+  DT_LOG_DEBUG(args.describe(), " on ", backend_name(), " group of ", size());
+  return enqueue(args);
+}
+
+// ---- marshalling ----
+
+WorkPtr Communicator::all_gather(const void* send, void* recv, int64_t count, DType dtype, Device device,
+                                 Stream stream) {
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kAllGather;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.device = device;
+  a.stream = stream;
+  return submit(a);
+}
+
+WorkPtr Communicator::reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op,
+                                     Device device, Stream stream) {
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kReduceScatter;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  a.device = device;
+  a.stream = stream;
+  return submit(a);
+}
+
+WorkPtr Communicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, Device device,
+                                 Stream stream) {
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kAllReduce;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  a.device = device;
+  a.stream = stream;
+  return submit(a);
+}
+
+WorkPtr Communicator::broadcast(void* buf, int64_t count, DType dtype, int root, Device device, Stream stream) {
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kBroadcast;
+  a.send = buf;
+  a.recv = buf;
+  a.count = count;
+  a.dtype = dtype;
+  a.root = root;
+  a.device = device;
+  a.stream = stream;
+  return submit(a);
+}
+
+WorkPtr Communicator::all_to_all(const void* send, void* recv, int64_t count, DType dtype, Device device,
+                                 Stream stream) {
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kAllToAll;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.device = device;
+  a.stream = stream;
+  return submit(a);
+}
+
+WorkPtr Communicator::all_to_allv(const void* send, std::vector<int64_t> send_counts,
+                                  std::vector<int64_t> send_displs, void* recv, std::vector<int64_t> recv_counts,
+                                  std::vector<int64_t> recv_displs, DType dtype, Device device, Stream stream) {
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kAllToAllV;
+  a.send = send;
+  a.recv = recv;
+  for (int64_t c : send_counts) a.count += c;
+  a.send_counts = std::move(send_counts);
+  a.send_displs = std::move(send_displs);
+  a.recv_counts = std::move(recv_counts);
+  a.recv_displs = std::move(recv_displs);
+  a.dtype = dtype;
+  a.device = device;
+  a.stream = stream;
+  return submit(a);
+}
+
+WorkPtr Communicator::send(const void* buf, int64_t count, DType dtype, int peer, Device device, Stream stream) {
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kSend;
+  a.send = buf;
+  a.count = count;
+  a.dtype = dtype;
+  a.peer = peer;
+  a.device = device;
+  a.stream = stream;
+  return submit(a);
+}
+
+WorkPtr Communicator::recv(void* buf, int64_t count, DType dtype, int peer, Device device, Stream stream) {
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kRecv;
+  a.recv = buf;
+  a.count = count;
+  a.dtype = dtype;
+  a.peer = peer;
+  a.device = device;
+  a.stream = stream;
+  return submit(a);
+}
+
+WorkPtr Communicator::barrier() {
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kBarrier;
+  return submit(a);
+}
+
+// ---- Tensor API ----
+
+namespace {
+void check_tensor(const Tensor& t, const char* op, const char* name) {
+  DT_CHECK_ARG(t.defined(), op, ": ", name, " tensor is undefined");
+  DT_CHECK_ARG(t.is_contiguous(), op, ": ", name, " tensor must be contiguous (shape ", shape_str(t.shape()),
+               ", strides ", shape_str(t.strides()), ")");
+}
+void check_same(const Tensor& a, const Tensor& b, const char* op) {
+  DT_CHECK_ARG(a.dtype() == b.dtype(), op, ": input dtype ", dtype_name(a.dtype()), " differs from output dtype ",
+               dtype_name(b.dtype()));
+  DT_CHECK_ARG(a.device() == b.device(), op, ": input on ", a.device(), " but output on ", b.device());
+}
+}  // namespace
+
+WorkPtr Communicator::all_gather(const Tensor& input, Tensor& output) {
+  check_tensor(input, "all_gather", "input");
+  check_tensor(output, "all_gather", "output");
+  check_same(input, output, "all_gather");
+  DT_CHECK_ARG(output.numel() == int64_t(size()) * input.numel(), "all_gather: output has ", output.numel(),
+               " elements, expected ", size(), " x ", input.numel());
+  return all_gather(input.numel() ? input.data_ptr() : nullptr, output.numel() ? output.data_ptr() : nullptr,
+                    input.numel(), input.dtype(), input.device());
+}
+
+WorkPtr Communicator::reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op) {
+  check_tensor(input, "reduce_scatter", "input");
+  check_tensor(output, "reduce_scatter", "output");
+  check_same(input, output, "reduce_scatter");
+  DT_CHECK_ARG(input.numel() == int64_t(size()) * output.numel(), "reduce_scatter: input has ", input.numel(),
+               " elements, expected ", size(), " x ", output.numel());
+  return reduce_scatter(input.numel() ? input.data_ptr() : nullptr, output.numel() ? output.data_ptr() : nullptr,
+                        output.numel(), input.dtype(), op, input.device());
+}
+
+WorkPtr Communicator::all_reduce(Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "all_reduce", "");
+  void* p = tensor.numel() ? tensor.data_ptr() : nullptr;
+  return all_reduce(p, p, tensor.numel(), tensor.dtype(), op, tensor.device());
+}
+
+WorkPtr Communicator::broadcast(Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast", "");
+  return broadcast(tensor.numel() ? tensor.data_ptr() : nullptr, tensor.numel(), tensor.dtype(), root,
+                   tensor.device());
+}
+
+WorkPtr Communicator::all_to_all(const Tensor& input, Tensor& output) {
+  check_tensor(input, "all_to_all", "input");
+  check_tensor(output, "all_to_all", "output");
+  check_same(input, output, "all_to_all");
+  DT_CHECK_ARG(input.numel() == output.numel() && input.numel() % size() == 0, "all_to_all: input (",
+               input.numel(), " elements) and output (", output.numel(),
+               " elements) must have the same size, divisible by the group size ", size());
+  return all_to_all(input.numel() ? input.data_ptr() : nullptr, output.numel() ? output.data_ptr() : nullptr,
+                    input.numel() / size(), input.dtype(), input.device());
+}
+
+WorkPtr Communicator::send(const Tensor& tensor, int peer) {
+  check_tensor(tensor, "send", "");
+  return send(tensor.numel() ? tensor.data_ptr() : nullptr, tensor.numel(), tensor.dtype(), peer, tensor.device());
+}
+
+WorkPtr Communicator::recv(Tensor& tensor, int peer) {
+  check_tensor(tensor, "recv", "");
+  return recv(tensor.numel() ? tensor.data_ptr() : nullptr, tensor.numel(), tensor.dtype(), peer, tensor.device());
+}
+
+}  // namespace dt

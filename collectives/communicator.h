@@ -1,0 +1,139 @@
+// Communicator: moves bytes among the ranks of a group, as NCCL does. It knows nothing of placements.
+//
+// Every operation is collective over the group (send/recv excepted) and must be called in the same order on all
+// ranks. Calls are asynchronous: they return a Work at once and make progress without the caller's help; the
+// blocking forms are one line on top (`comm.all_reduce(...)->wait()`).
+//
+// Buffers are (pointer, count, dtype, device): counts are in elements. Layouts:
+//   all_gather      send: count          recv: size*count, rank r's block at r*count
+//                   in place when send == recv + rank*count*elem_size
+//   reduce_scatter  send: size*count     recv: count (this rank's block r of the reduction)
+//                   in place when recv == send + rank*count*elem_size
+//   all_reduce      send: count          recv: count          in place when send == recv
+//   broadcast       buf: count on every rank; root's values win
+//   all_to_all      send: size*count     recv: size*count     block j of send goes to rank j
+//   all_to_allv     per-peer counts and displacements (elements) on both sides
+//   send / recv     point to point with a peer (matched in call order per peer)
+// ReduceOp::kAvg divides the sum by the group size (integers: truncating, like ncclAvg).
+//
+// Note [One funnel]
+// The public methods only marshal their arguments into CollectiveArgs and call submit(), the single function that
+// validates (clear errors naming the call, the expected and the given values), runs the optional debug signature
+// check (DT_DEBUG_COLLECTIVES=1: all ranks exchange (sequence, kind, count, dtype, op, root) first and a mismatch
+// is an error naming the ranks), notifies observers (communication counters), and hands the call to the backend's
+// enqueue(). Backends implement enqueue() and never re-validate.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/work.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/reduce_op.h"
+#include "core/tensor.h"
+
+namespace dt {
+
+enum class CollectiveKind : uint8_t {
+  kAllGather,
+  kReduceScatter,
+  kAllReduce,
+  kBroadcast,
+  kAllToAll,
+  kAllToAllV,
+  kSend,
+  kRecv,
+  kBarrier,
+};
+const char* collective_kind_name(CollectiveKind kind);
+
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  int64_t count = 0;  // see the layouts above (per-rank block for all_gather / reduce_scatter / all_to_all)
+  DType dtype = DType::f32;
+  Device device = Device::cpu();
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;  // broadcast root
+  int peer = -1;  // send / recv
+  std::vector<int64_t> send_counts, send_displs, recv_counts, recv_displs;  // all_to_allv
+  Stream stream{};  // CUDA backends: the stream the caller's buffers are ordered on (nullptr: the default stream)
+
+  size_t elem_size() const { return dtype_size(dtype); }
+  bool in_place() const;
+  std::string describe() const;  // "all_reduce(count=1024, f32, sum)"
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend_name() const = 0;  // "thread", "ucx", "nccl"
+  // Whether buffers on `device` can be passed to this communicator.
+  virtual bool supports(const Device& device) const = 0;
+  // The global ranks of this group's members, in group-rank order (for error messages naming peers).
+  virtual std::vector<int> global_ranks() const = 0;
+  // Splits the group: ranks with the same color form a new communicator ordered by (key, rank). color < 0 means
+  // "not in any new group" (returns nullptr). Collective over this group.
+  virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
+  // Deadline used by Work::wait() when no timeout is given.
+  virtual Work::Duration timeout() const { return default_timeout(); }
+
+  // ---- pointer API ----
+  WorkPtr all_gather(const void* send, void* recv, int64_t count, DType dtype, Device device, Stream stream = {});
+  WorkPtr reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, Device device,
+                         Stream stream = {});
+  WorkPtr all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, Device device,
+                     Stream stream = {});
+  WorkPtr broadcast(void* buf, int64_t count, DType dtype, int root, Device device, Stream stream = {});
+  WorkPtr all_to_all(const void* send, void* recv, int64_t count, DType dtype, Device device, Stream stream = {});
+  WorkPtr all_to_allv(const void* send, std::vector<int64_t> send_counts, std::vector<int64_t> send_displs,
+                      void* recv, std::vector<int64_t> recv_counts, std::vector<int64_t> recv_displs, DType dtype,
+                      Device device, Stream stream = {});
+  WorkPtr send(const void* buf, int64_t count, DType dtype, int peer, Device device, Stream stream = {});
+  WorkPtr recv(void* buf, int64_t count, DType dtype, int peer, Device device, Stream stream = {});
+  WorkPtr barrier();
+
+  // ---- Tensor API (contiguous tensors; shapes checked against the layouts above) ----
+  WorkPtr all_gather(const Tensor& input, Tensor& output);        // output.numel() == size * input.numel()
+  WorkPtr reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op);  // input.numel() == size * output.numel()
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op);                // in place
+  WorkPtr broadcast(Tensor& tensor, int root);
+  WorkPtr all_to_all(const Tensor& input, Tensor& output);
+  WorkPtr send(const Tensor& tensor, int peer);
+  WorkPtr recv(Tensor& tensor, int peer);
+
+  // The funnel (Note [One funnel]). Public so that layers above can issue prepared arguments.
+  WorkPtr submit(const CollectiveArgs& args);
+
+ protected:
+  // Backends: start the (already validated) operation and return its Work.
+  virtual WorkPtr enqueue(const CollectiveArgs& args) = 0;
+
+ private:
+  uint64_t sequence_ = 0;  // group-wide calls issued on this communicator (debug signature check)
+};
+
+using CommunicatorPtr = std::shared_ptr<Communicator>;
+
+// Observers see every call that goes through a funnel in this process (communication counters, tracing).
+struct CollectiveEvent {
+  const Communicator* comm;
+  const CollectiveArgs* args;
+};
+using CollectiveObserver = std::function<void(const CollectiveEvent&)>;
+// Returns an id for remove_collective_observer(). Observers run on the calling thread, before enqueue().
+int add_collective_observer(CollectiveObserver observer);
+void remove_collective_observer(int id);
+
+// Validation shared by submit() (exposed for tests): throws InvalidArgument naming the problem.
+void validate_collective(const Communicator& comm, const CollectiveArgs& args);
+
+}  // namespace dt

@@ -1,0 +1,90 @@
+#include "collectives/work.h"
+
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace dt {
+
+Work::Duration default_timeout() {
+  static Work::Duration t = [] {
+    const char* e = std::getenv("DT_TIMEOUT_S");
+    double s = e ? std::strtod(e, nullptr) : 300.0;
+    if (!(s > 0)) s = 300.0;
+    return Work::Duration(int64_t(s * 1000));
+  }();
+  return t;
+}
+
+AsyncWork::AsyncWork(std::string description, Duration default_timeout, std::function<bool()> progress)
+    : description_(std::move(description)), default_timeout_(default_timeout), progress_(std::move(progress)) {}
+
+void AsyncWork::mark_done(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    done_ = true;
+    error_ = error;
+  }
+  cv_.notify_all();
+}
+
+void AsyncWork::set_timeout_explainer(std::function<std::string()> explain) { explain_ = std::move(explain); }
+
+bool AsyncWork::is_completed() {
+  if (progress_) progress_();
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+std::exception_ptr AsyncWork::error() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void AsyncWork::wait(Duration timeout) {
+  if (timeout.count() < 0) timeout = default_timeout_;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!done_) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      lock.unlock();
+      std::string why = explain_ ? explain_() : std::string();
+      DT_THROW(TimeoutError, description_, " did not complete within ", timeout.count() / 1000.0, " s",
+               why.empty() ? "" : ": ", why);
+    }
+    if (progress_) {
+      // Drive progress on the caller's thread (UCX): cheaper than waking a progress thread.
+      lock.unlock();
+      bool moved = progress_();
+      lock.lock();
+      if (!moved && !done_) cv_.wait_for(lock, std::chrono::microseconds(50));
+    } else {
+      cv_.wait_until(lock, std::min(deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+namespace {
+class CompletedWork : public Work {
+ public:
+  CompletedWork(std::string d, std::exception_ptr e) : d_(std::move(d)), e_(e) {}
+  void wait(Duration) override {
+    if (e_) std::rethrow_exception(e_);
+  }
+  bool is_completed() override { return true; }
+  std::exception_ptr error() override { return e_; }
+  std::string describe() const override { return d_; }
+
+ private:
+  std::string d_;
+  std::exception_ptr e_;
+};
+}  // namespace
+
+WorkPtr completed_work(std::string description, std::exception_ptr error) {
+  return std::make_shared<CompletedWork>(std::move(description), error);
+}
+
+}  // namespace dt

@@ -1,0 +1,71 @@
+// Work: the handle of an asynchronous collective. A call returns at once; wait() blocks until the operation
+// finished (or its deadline passed) and rethrows the error it failed with.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace dt {
+
+class Work {
+ public:
+  using Duration = std::chrono::milliseconds;
+  // A negative timeout means "the communicator's default" (DT_TIMEOUT_S).
+  static constexpr Duration kDefaultTimeout{-1};
+
+  virtual ~Work() = default;
+
+  // Blocks until completion; rethrows the operation's error; throws dt::TimeoutError naming the operation (and,
+  // when known, the peers it waited for) when `timeout` passes first. The caller's thread may drive progress.
+  virtual void wait(Duration timeout = kDefaultTimeout) = 0;
+  // Non-blocking: true once the operation finished (successfully or not).
+  virtual bool is_completed() = 0;
+  // The error the operation failed with, or nullptr (valid once completed).
+  virtual std::exception_ptr error() = 0;
+  // What this is, for error messages and logs ("all_reduce(count=1024, f32, sum) on ucx[rank 1/4]").
+  virtual std::string describe() const = 0;
+};
+
+using WorkPtr = std::shared_ptr<Work>;
+
+// A Work completed by someone else calling mark_done(): the building block of the host backends. Optionally the
+// waiting thread drives progress itself (`progress` is called repeatedly while waiting; it returns true when it
+// made progress) instead of sleeping on the condition variable.
+class AsyncWork : public Work {
+ public:
+  explicit AsyncWork(std::string description, Duration default_timeout,
+                     std::function<bool()> progress = nullptr);
+
+  void wait(Duration timeout = kDefaultTimeout) override;
+  bool is_completed() override;
+  std::exception_ptr error() override;
+  std::string describe() const override { return description_; }
+
+  // Completes the work; `error` (may be null) is rethrown by wait(). Only the first call counts.
+  void mark_done(std::exception_ptr error = nullptr);
+  // Called by wait() when the deadline passes, to produce the timeout message (e.g. naming the missing peers).
+  void set_timeout_explainer(std::function<std::string()> explain);
+
+ private:
+  std::string description_;
+  Duration default_timeout_;
+  std::function<bool()> progress_;
+  std::function<std::string()> explain_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+// A Work that is already complete (local no-ops, size-1 groups, zero-byte calls).
+WorkPtr completed_work(std::string description, std::exception_ptr error = nullptr);
+
+// The default deadline for every blocking wait: DT_TIMEOUT_S seconds (default 300).
+Work::Duration default_timeout();
+
+}  // namespace dt
