@@ -32,9 +32,10 @@ std::ostream& operator<<(std::ostream& os, const IndexRange& r);  // "[2, 4)"
 IndexRange chunk_range(int64_t n, int64_t k, int64_t i);
 
 // The ranges of tensor dim d held together by the coordinates that agree with `coord` except on the mesh dims
-// flagged in `free` (those take all their values): the one recursive chunking that everything else calls. Sorted,
-// disjoint, adjacent ranges merged, empty ones dropped (so an empty holding is an empty list). `free` may be empty
-// (no free mesh dim). Inputs are trusted: callers validate (the public functions below do).
+// flagged in `free` (those take all their values). Sorted, disjoint, adjacent ranges merged, empty ones dropped (so
+// an empty holding is an empty list); `free` may be empty (no free mesh dim). This and local_ranges share the one
+// recursive chunking (layout.cc) that every other function calls. Inputs are trusted: callers validate (the public
+// functions below do).
 std::vector<IndexRange> dim_ranges(int64_t dim_size, int64_t tensor_dim, const MeshShape& mesh,
                                    const ShardingSpec& spec, const std::vector<int64_t>& coord,
                                    const std::vector<bool>& free);

@@ -66,8 +66,8 @@ int64_t MeshShape::dim_index(std::string_view name) const {
   for (size_t i = 0; i < names_.size(); ++i) {
     if (names_[i] == name) return static_cast<int64_t>(i);
   }
-  DT_THROW(InvalidArgument, "unknown mesh dim name '", name, "' (mesh dims: ",
-           names_.empty() ? std::string("unnamed") : join_names(names_), ")");
+  DT_THROW(InvalidArgument, "unknown mesh dim name '", name,
+           "' (mesh dims: ", names_.empty() ? std::string("unnamed") : join_names(names_), ")");
 }
 
 std::string MeshShape::dim_label(int64_t mesh_dim) const {

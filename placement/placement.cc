@@ -73,8 +73,8 @@ std::vector<Placement> normalize_placements(std::vector<Placement> placements, i
   for (size_t m = 0; m < placements.size(); ++m) {
     if (auto* s = std::get_if<Shard>(&placements[m])) {
       DT_CHECK_ARG(s->dim >= -tensor_ndim && s->dim < tensor_ndim, "placement S(", s->dim, ") on mesh dim ", m,
-                   " is out of range for a tensor with ", tensor_ndim, " dims (expected a dim in [", -tensor_ndim,
-                   ", ", tensor_ndim, "))");
+                   " is out of range for a tensor with ", tensor_ndim, " dims (expected a dim in [", -tensor_ndim, ", ",
+                   tensor_ndim, "))");
       if (s->dim < 0) s->dim += tensor_ndim;
     }
   }

@@ -46,8 +46,8 @@ inline bool is_shard(const Placement& p, int64_t dim) {
 inline bool is_replicate(const Placement& p) { return std::holds_alternative<Replicate>(p); }
 inline bool is_partial(const Placement& p) { return std::holds_alternative<Partial>(p); }
 
-std::string to_string(const Placement& p);                    // "S(0)", "R", "P(sum)"
-std::string to_string(const std::vector<Placement>& list);    // "S(0),R"
+std::string to_string(const Placement& p);                  // "S(0)", "R", "P(sum)"
+std::string to_string(const std::vector<Placement>& list);  // "S(0),R"
 std::ostream& operator<<(std::ostream& os, const Placement& p);
 
 // Parses one placement; throws InvalidArgument quoting the text when it is not one.

@@ -42,8 +42,8 @@ void ShardingSpec::build_order(const ShardOrder* order) {
     std::vector<int64_t> sorted = mesh_dims;
     std::sort(sorted.begin(), sorted.end());
     DT_CHECK_ARG(sorted == it->second, "shard order ", order_str(mesh_dims), " for tensor dim ", dim,
-                 " must list each mesh dim sharding it exactly once: ", dt::to_string(placements_), " shards it on mesh dims ",
-                 order_str(it->second));
+                 " must list each mesh dim sharding it exactly once: ", dt::to_string(placements_),
+                 " shards it on mesh dims ", order_str(it->second));
     it->second = mesh_dims;
   }
 }
@@ -83,8 +83,8 @@ ShardingSpec ShardingSpec::parse(std::string_view text, std::optional<int64_t> t
     }
   }
   for (auto& [dim, entries] : by_dim) {
-    const size_t with_suffix = static_cast<size_t>(
-        std::count_if(entries.begin(), entries.end(), [](const auto& e) { return e.first >= 0; }));
+    const size_t with_suffix =
+        static_cast<size_t>(std::count_if(entries.begin(), entries.end(), [](const auto& e) { return e.first >= 0; }));
     if (with_suffix == 0) continue;
     DT_CHECK_ARG(with_suffix == entries.size(), "in '", text, "': either every Shard of tensor dim ", dim,
                  " carries an order suffix [k] or none does");
@@ -122,7 +122,8 @@ bool ShardingSpec::has_default_order() const {
                      [](const auto& e) { return std::is_sorted(e.second.begin(), e.second.end()); });
 }
 
-bool ShardingSpec::is_replicated() const { return std::all_of(placements_.begin(), placements_.end(), [](const Placement& p) { return is_replicate(p); });
+bool ShardingSpec::is_replicated() const {
+  return std::all_of(placements_.begin(), placements_.end(), [](const Placement& p) { return is_replicate(p); });
 }
 
 bool ShardingSpec::has_partial() const {
@@ -156,8 +157,8 @@ int64_t ShardingSpec::min_tensor_ndim() const { return order_.empty() ? 0 : orde
 void ShardingSpec::check_tensor_ndim(int64_t tensor_ndim) const {
   if (order_.empty()) return;
   const int64_t dim = order_.rbegin()->first;
-  DT_CHECK_ARG(dim < tensor_ndim, "spec ", to_string(), " shards tensor dim ", dim, " but the tensor has ",
-               tensor_ndim, " dims");
+  DT_CHECK_ARG(dim < tensor_ndim, "spec ", to_string(), " shards tensor dim ", dim, " but the tensor has ", tensor_ndim,
+               " dims");
 }
 
 ShardingSpec ShardingSpec::with_placement(int64_t mesh_dim, const Placement& p) const {

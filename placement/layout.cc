@@ -1,0 +1,147 @@
+#include "placement/layout.h"
+
+#include "core/error.h"
+
+namespace dt {
+
+std::ostream& operator<<(std::ostream& os, const IndexRange& r) { return os << "[" << r.begin << ", " << r.end << ")"; }
+
+IndexRange chunk_range(int64_t n, int64_t k, int64_t i) {
+  const int64_t c = ceil_div(n, k);
+  return IndexRange{std::min(i * c, n), std::min((i + 1) * c, n)};
+}
+
+namespace {
+
+// The recursive chunking of Note [shard order], the one place it is written: the chunks (empty ones included, in
+// ascending order) that the coordinates matching `coord` outside the free mesh dims hold of tensor dim d.
+std::vector<IndexRange> raw_ranges(int64_t dim_size, int64_t tensor_dim, const MeshShape& mesh,
+                                   const ShardingSpec& spec, const std::vector<int64_t>& coord,
+                                   const std::vector<bool>& free) {
+  std::vector<IndexRange> ranges{IndexRange{0, dim_size}};
+  for (int64_t m : spec.splitters(tensor_dim)) {
+    const auto mi = static_cast<size_t>(m);
+    const int64_t k = mesh.sizes()[mi];
+    const bool all = mi < free.size() && free[mi];
+    const int64_t lo = all ? 0 : coord[mi];
+    const int64_t hi = all ? k : coord[mi] + 1;
+    std::vector<IndexRange> next;
+    next.reserve(ranges.size() * static_cast<size_t>(hi - lo));
+    for (const IndexRange& r : ranges) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const IndexRange c = chunk_range(r.size(), k, i);
+        next.push_back(IndexRange{r.begin + c.begin, r.begin + c.end});
+      }
+    }
+    ranges = std::move(next);
+  }
+  return ranges;
+}
+
+}  // namespace
+
+std::vector<IndexRange> dim_ranges(int64_t dim_size, int64_t tensor_dim, const MeshShape& mesh,
+                                   const ShardingSpec& spec, const std::vector<int64_t>& coord,
+                                   const std::vector<bool>& free) {
+  // Each level refines the previous one in order, so the chunks are ascending: drop empties, merge neighbours.
+  std::vector<IndexRange> out;
+  for (const IndexRange& r : raw_ranges(dim_size, tensor_dim, mesh, spec, coord, free)) {
+    if (r.empty()) continue;
+    if (!out.empty() && out.back().end == r.begin) {
+      out.back().end = r.end;
+    } else {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+void check_layout_args(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec) {
+  DT_CHECK_ARG(spec.mesh_ndim() == mesh.ndim(), "spec ", spec, " has ", spec.mesh_ndim(), " placements but the mesh ",
+               mesh, " has ", mesh.ndim(), " dims");
+  spec.check_tensor_ndim(static_cast<int64_t>(global.size()));
+  for (size_t d = 0; d < global.size(); ++d) {
+    DT_CHECK_ARG(global[d] >= 0, "global shape ", shape_str(global), " has a negative size in dim ", d);
+  }
+}
+
+namespace {
+
+void check_coord(const MeshShape& mesh, const std::vector<int64_t>& coord) {
+  mesh.linear_index(coord);  // validates length and range
+}
+
+}  // namespace
+
+std::vector<IndexRange> local_ranges(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
+                                     const std::vector<int64_t>& coord) {
+  check_layout_args(global, mesh, spec);
+  check_coord(mesh, coord);
+  std::vector<IndexRange> out;
+  out.reserve(global.size());
+  for (size_t d = 0; d < global.size(); ++d) {
+    // With no free mesh dim there is exactly one chunk; an empty one still says where the block would start.
+    out.push_back(raw_ranges(global[d], static_cast<int64_t>(d), mesh, spec, coord, {}).front());
+  }
+  return out;
+}
+
+LocalLayout local_layout(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
+                         const std::vector<int64_t>& coord) {
+  LocalLayout out;
+  for (const IndexRange& r : local_ranges(global, mesh, spec, coord)) {
+    out.shape.push_back(r.size());
+    out.offset.push_back(r.begin);
+  }
+  return out;
+}
+
+LocalLayout local_layout_of_rank(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec, int64_t rank) {
+  return local_layout(global, mesh, spec, mesh.coordinate_of(rank));
+}
+
+Shape local_shape(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
+                  const std::vector<int64_t>& coord) {
+  return local_layout(global, mesh, spec, coord).shape;
+}
+
+Shape global_offset(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
+                    const std::vector<int64_t>& coord) {
+  return local_layout(global, mesh, spec, coord).offset;
+}
+
+std::vector<std::vector<IndexRange>> group_ranges(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
+                                                  const std::vector<int64_t>& coord,
+                                                  const std::vector<int64_t>& free_mesh_dims) {
+  check_layout_args(global, mesh, spec);
+  check_coord(mesh, coord);
+  std::vector<bool> free(static_cast<size_t>(mesh.ndim()), false);
+  for (int64_t m : free_mesh_dims) {
+    DT_CHECK_ARG(m >= 0 && m < mesh.ndim(), "group_ranges: mesh dim ", m, " is out of range for mesh ", mesh);
+    free[static_cast<size_t>(m)] = true;
+  }
+  std::vector<std::vector<IndexRange>> out;
+  for (size_t d = 0; d < global.size(); ++d) {
+    out.push_back(dim_ranges(global[d], static_cast<int64_t>(d), mesh, spec, coord, free));
+  }
+  return out;
+}
+
+Shape max_local_shape(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec) {
+  return local_shape(global, mesh, spec, std::vector<int64_t>(static_cast<size_t>(mesh.ndim()), 0));
+}
+
+bool is_evenly_sharded(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec) {
+  check_layout_args(global, mesh, spec);
+  for (size_t d = 0; d < global.size(); ++d) {
+    int64_t size = global[d];
+    for (int64_t m : spec.splitters(static_cast<int64_t>(d))) {
+      const int64_t k = mesh.sizes()[static_cast<size_t>(m)];
+      if (size % k != 0) return false;
+      size /= k;
+    }
+  }
+  return true;
+}
+
+}  // namespace dt
