@@ -1,4 +1,155 @@
 #!/usr/bin/env bash
-# ./dev bench: benchmarks side by side with their references. Usage: bench/run.sh BUILD_DIR
+# ./dev bench: the benchmarks side by side with their references. Usage: bench/run.sh BUILD_DIR
+#
+# Host collectives: bench/collectives (UCX) and the OpenMPI reference (/work/shared/anchors/run_mpi.sh, shared memory)
+# run in alternating rounds (shared machines drift: never compare runs made minutes apart), for 2 and 4 ranks, with
+# the machine's copy and reduction bandwidth (run_membw.sh) measured in the same rounds for the single-copy limits.
+# Prints every JSON line as it comes, then a table per rank count: the median busbw over the rounds of each (op, size),
+# the ratio dtensor / OpenMPI (all_gather_inplace against OpenMPI's out-of-place all_gather), and for 16 MiB and up the
+# fraction of the single-copy limit (model in anchors/README.md).
+#
+# Then the other benchmarks of the build (bench/ops: local op kernels against raw BLAS), each printing its own table.
+#
+# Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
+# DT_BENCH_ANCHORS (/work/shared/anchors), DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops.
 set -euo pipefail
-echo "no benchmarks yet"
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build}
+case "$build" in /*) ;; *) build="$root/$build" ;; esac
+rounds=${DT_BENCH_ROUNDS:-3}
+ranks_list=${DT_BENCH_RANKS:-"2 4"}
+samples=${DT_BENCH_SAMPLES:-9}
+warmup=${DT_BENCH_WARMUP:-3}
+anchors=${DT_BENCH_ANCHORS:-/work/shared/anchors}
+bench="$build/bench/collectives"
+dtrun="$build/tools/dtrun"
+only=${DT_BENCH_ONLY:-}
+if [ -z "$only" ] || [ "$only" = ops ]; then
+  if [ -x "$build/bench/ops" ]; then
+    echo "== bench/ops" >&2
+    "$build/bench/ops"
+  fi
+  [ "$only" = ops ] && exit 0
+fi
+for f in "$bench" "$dtrun"; do
+  [ -x "$f" ] || { echo "bench/run.sh: $f is missing (build first: ./dev build)" >&2; exit 1; }
+done
+mpi=1
+if [ "${DT_BENCH_NO_MPI:-0}" = 1 ] || [ ! -x "$anchors/run_mpi.sh" ]; then
+  mpi=0
+  echo "bench/run.sh: running without the OpenMPI reference" >&2
+fi
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+results="$out/results.jsonl"
+# mpirun binds each rank to a core when the ranks fit on the cores (and not when oversubscribed); do the same for
+# dtensor's ranks so that both run under the same conditions (unbound, two spinning ranks on a busy 2-core machine
+# lose their co-scheduling and small collectives slow down by 10-100x).
+bind="$out/bind_rank.sh"
+printf '#!/bin/sh\nexec taskset -c "$DT_LOCAL_RANK" "$@"\n' > "$bind"
+chmod +x "$bind"
+cores=$(nproc)
+start=$(date +%s)
+for round in $(seq 1 "$rounds"); do
+  echo "== round $round/$rounds" >&2
+  if [ -x "$anchors/run_membw.sh" ]; then
+    "$anchors/run_membw.sh" 5 | tee -a "$results"
+  fi
+  for n in $ranks_list; do
+    # Alternate which goes first, so that neither always runs on the warmer (or busier) machine.
+    order="dtensor mpi"
+    [ $((round % 2)) = 0 ] && order="mpi dtensor"
+    for who in $order; do
+      if [ "$who" = dtensor ]; then
+        wrap=()
+        if [ "$n" -le "$cores" ] && command -v taskset >/dev/null; then wrap=("$bind"); fi
+        "$dtrun" --nproc-per-node "$n" "${wrap[@]}" "$bench" "$samples" "$warmup" 2>/dev/null | tee -a "$results"
+      elif [ "$mpi" = 1 ]; then
+        "$anchors/run_mpi.sh" "$n" "$samples" "$warmup" 2>/dev/null | grep '^{' | tee -a "$results"
+      fi
+    done
+  done
+done
+echo "== $(($(date +%s) - start)) s" >&2
+
+/usr/bin/python3 - "$results" <<'PY'
+import json, statistics, sys
+from collections import defaultdict
+
+rows = defaultdict(list)
+membw = defaultdict(list)
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    if r.get("impl") == "membw":
+        membw[r["figure"]].append(r["gbs"])
+        continue
+    rows[(r["impl"], r["op"], r["ranks"], r["bytes"])].append(r)
+
+def med(key):
+    v = rows.get(key)
+    if not v:
+        return None
+    return statistics.median(x["busbw_gbs"] for x in v), all(x["ok"] for x in v), len(v)
+
+bc = statistics.median(membw["copy_2t"]) if membw.get("copy_2t") else None
+bs = statistics.median(membw["sum_2t"]) if membw.get("sum_2t") else None
+if bc and bs:
+    print(f"\nmemory bandwidth (median of rounds): copy Bc = {bc:.1f} GB/s, reduce Bs = {bs:.1f} GB/s")
+
+def limit(op, n):
+    # Single-copy limit of busbw for out-of-place collectives on data that does not fit in cache.
+    if not (bc and bs):
+        return None
+    if op in ("all_gather", "all_gather_inplace"):
+        return bc * (n - 1) / n ** 2
+    if op == "all_to_all":
+        return bc * (n - 1) / n ** 2
+    if op == "reduce_scatter":
+        return bs * (n - 1) / (n * (n + 1))
+    if op == "all_reduce":
+        t = (n + 1) / bs + (n - 1) / bc
+        return (1 / t) * 2 * (n - 1) / n
+    return None
+
+def size_name(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+
+ops = ["all_gather", "all_gather_inplace", "reduce_scatter", "all_reduce", "all_to_all", "broadcast"]
+targets = []
+for n in sorted({k[2] for k in rows}):
+    print(f"\n{n} ranks: busbw GB/s, median over rounds")
+    print(f"{'op':<20} {'size':>8} {'dtensor':>9} {'OpenMPI':>9} {'ratio':>7} {'limit':>7} {'of limit':>9}  ok")
+    for op in ops:
+        sizes = sorted({k[3] for k in rows if k[1] == op and k[2] == n})
+        for b in sizes:
+            d = med(("dtensor-ucx", op, n, b))
+            m = med(("openmpi-vader", "all_gather" if op == "all_gather_inplace" else op, n, b))
+            if d is None:
+                continue
+            ratio = d[0] / m[0] if m and m[0] > 0 else None
+            lim = limit(op, n) if b >= 16 << 20 else None
+            print(f"{op:<20} {size_name(b):>8} {d[0]:>9.3f} {(f'{m[0]:.3f}' if m else '-'):>9} "
+                  f"{(f'{ratio:.2f}x' if ratio else '-'):>7} {(f'{lim:.2f}' if lim else '-'):>7} "
+                  f"{(f'{100 * d[0] / lim:.0f}%' if lim else '-'):>9}  {'yes' if d[1] else 'NO'}")
+            if n == 2 and ratio:
+                want = None
+                if op == "reduce_scatter" and b >= 16 << 20:
+                    want = 3.0
+                elif op == "all_reduce" and b == 64 << 20:
+                    want = 2.0
+                elif op == "all_gather_inplace" and b >= 16 << 20:
+                    want = 1.5
+                elif op in ("all_gather", "all_to_all") or b in (64 << 10, 1 << 20):
+                    want = 1.0
+                if want:
+                    targets.append((op, b, ratio, want))
+if targets:
+    missed = [t for t in targets if t[2] < t[3]]
+    print(f"\n2-rank targets against OpenMPI: {len(targets) - len(missed)} of {len(targets)} met")
+    for op, b, ratio, want in missed:
+        print(f"  below target: {op} {size_name(b)}: {ratio:.2f}x (target {want:.1f}x)")
+PY

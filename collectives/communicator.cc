@@ -42,6 +42,7 @@ bool CollectiveArgs::in_place() const {
 
 std::string CollectiveArgs::describe() const {
   std::ostringstream os;
+  if (kind == CollectiveKind::kBarrier) return "barrier()";
   os << collective_kind_name(kind) << "(count=" << count << ", " << dtype_name(dtype);
   if (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce) os << ", " << reduce_op_name(op);
   if (kind == CollectiveKind::kBroadcast) os << ", root=" << root;
@@ -83,6 +84,32 @@ void remove_collective_observer(int id) {
   std::lock_guard<std::mutex> lock(g_obs_mu);
   observers().erase(id);
   g_obs_count.store(int(observers().size()));
+}
+
+// ---- default world ----
+
+namespace {
+std::mutex g_world_mu;
+CommunicatorPtr g_world;
+thread_local CommunicatorPtr t_world;
+}  // namespace
+
+void set_default_world(CommunicatorPtr world, bool this_thread_only) {
+  if (this_thread_only) {
+    t_world = std::move(world);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_world_mu);
+  g_world = std::move(world);
+}
+
+CommunicatorPtr default_world() {
+  if (t_world) return t_world;
+  std::lock_guard<std::mutex> lock(g_world_mu);
+  DT_CHECK_ARG(g_world != nullptr,
+               "no world communicator: call dt::init_process_group() (or dt::set_default_world) first, or pass a "
+               "communicator explicitly");
+  return g_world;
 }
 
 // ---- validation ----

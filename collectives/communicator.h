@@ -20,7 +20,8 @@
 // The public methods only marshal their arguments into CollectiveArgs and call submit(), the single function that
 // validates (clear errors naming the call, the expected and the given values), runs the optional debug signature
 // check (DT_DEBUG_COLLECTIVES=1: all ranks exchange (sequence, kind, count, dtype, op, root) first and a mismatch
-// is an error naming the ranks), notifies observers (communication counters), and hands the call to the backend's
+// is an error naming the ranks; the exchange blocks the caller, so in that mode calls are synchronous), notifies
+// observers (communication counters), and hands the call to the backend's
 // enqueue(). Backends implement enqueue() and never re-validate.
 #pragma once
 
@@ -122,6 +123,12 @@ class Communicator {
 };
 
 using CommunicatorPtr = std::shared_ptr<Communicator>;
+
+// The world communicator that layers above use when none is given (DeviceMesh::create, ...). Set by
+// init_process_group(); per thread when set with this_thread_only (the thread backend runs one rank per thread),
+// else process-wide.
+void set_default_world(CommunicatorPtr world, bool this_thread_only = false);
+CommunicatorPtr default_world();  // throws InvalidArgument when none was set
 
 // Observers see every call that goes through a funnel in this process (communication counters, tracing).
 struct CollectiveEvent {

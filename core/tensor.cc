@@ -185,7 +185,7 @@ Shape infer_shape(const Shape& shape, int64_t numel) {
 bool compute_view_strides(const Shape& old_shape, const Shape& old_strides, const Shape& new_shape, Shape* out) {
   int64_t numel = shape_numel(old_shape);
   out->assign(new_shape.size(), 0);
-  if (numel == 0) {
+  if (numel <= 1) {  // empty or a single element (0-d included): any shape is a view with contiguous strides
     *out = contiguous_strides(new_shape);
     return true;
   }

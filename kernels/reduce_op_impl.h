@@ -9,6 +9,16 @@
 
 namespace dt::kernels {
 
+// The type in which sums and products are computed: the accumulation type, but unsigned for integers.
+template <typename T, bool = std::is_integral_v<T>>
+struct WrapType {
+  using type = acc_t<T>;
+};
+template <typename T>
+struct WrapType<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
 template <typename T>
 DT_HOST_DEVICE inline T apply_reduce(ReduceOp op, T a, T b) {
   using A = acc_t<T>;
@@ -22,12 +32,14 @@ DT_HOST_DEVICE inline T apply_reduce(ReduceOp op, T a, T b) {
     }
   } else {
     A x = static_cast<A>(a), y = static_cast<A>(b);
+    // Integers wrap (two's complement) on overflow: computed in the unsigned type, where wrapping is defined.
+    using W = typename WrapType<T>::type;
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg:
-        return T(x + y);
+        return T(W(W(x) + W(y)));
       case ReduceOp::kProduct:
-        return T(x * y);
+        return T(W(W(x) * W(y)));
       case ReduceOp::kMax:
         return (x != x || x > y) ? a : b;  // NaN propagates, as torch.maximum
       case ReduceOp::kMin:

@@ -120,6 +120,10 @@ TEST(Tensor, ViewReshapeSqueezeExpand) {
       for (int k = 0; k < 2; ++k) ref.push_back(i * 12 + j * 4 + k);
   EXPECT_EQ(merged.to_vector(), ref);
   EXPECT_THROW(t.view({5, 5}), InvalidArgument);
+  Tensor scalar = Tensor::full({}, 3.0);
+  EXPECT_EQ(scalar.view({1, 1}).shape(), (Shape{1, 1}));
+  EXPECT_EQ(scalar.reshape({1}).to_vector(), (std::vector<double>{3.0}));
+  EXPECT_EQ(scalar.view({1}).view({}).item(), 3.0);
   EXPECT_THROW(t.view({-1, -1}), InvalidArgument);
 
   Tensor u = t.unsqueeze(1);

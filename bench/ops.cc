@@ -1,0 +1,184 @@
+// Benchmark of the local op kernels: CPU kernels::matmul / kernels::linear against the raw cblas_sgemm call on the
+// same operands in the same run (interleaved, best of several runs each, so that both see the same machine state),
+// and of the distributed linear patterns (dt::linear on DTensors against the local kernel plus the raw collective).
+// Prints a table and one JSON line per row:
+//   {"bench":"ops","op":"matmul","m":..,"n":..,"k":..,"gflops":..,"ref_gflops":..,"ratio":..}
+// Usage: bench_ops [--quick]   (--quick: smaller sizes, for a smoke run)
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectives/thread/thread_comm.h"
+#include "core/tensor.h"
+#include "dtensor/ops.h"
+#include "kernels/ops/matmul.h"
+
+namespace {
+
+using dt::Tensor;
+using Clock = std::chrono::steady_clock;
+
+double seconds(const std::function<void()>& fn) {
+  auto t0 = Clock::now();
+  fn();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct Row {
+  std::string op;  // "matmul", "matmul_tn" (transposed left operand), "linear" (x @ w^T)
+  int64_t m, n, k;
+  double gflops, ref_gflops, max_abs_diff;
+};
+
+void print_row(const Row& r) {
+  std::printf("%-10s %6lld %6lld %6lld %10.1f %10.1f %7.3f %10.2e\n", r.op.c_str(), (long long)r.m, (long long)r.n,
+              (long long)r.k, r.gflops, r.ref_gflops, r.gflops / r.ref_gflops, r.max_abs_diff);
+}
+
+void print_json(const Row& r) {
+  std::printf(
+      "{\"bench\":\"ops\",\"op\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"gflops\":%.2f,\"ref_gflops\":%.2f,"
+      "\"ratio\":%.4f}\n",
+      r.op.c_str(), (long long)r.m, (long long)r.n, (long long)r.k, r.gflops, r.ref_gflops, r.gflops / r.ref_gflops);
+}
+
+// Runs `ours` and `ref` alternately (after one warm-up each when `warm_up`) until both have `min_reps` runs and
+// `min_s` seconds in total; returns the best time of each.
+std::pair<double, double> best_times(const std::function<void()>& ours, const std::function<void()>& ref, int min_reps,
+                                     double min_s, bool warm_up) {
+  if (warm_up) {
+    ours();
+    ref();
+  }
+  double best_ours = 1e30, best_ref = 1e30, total = 0;
+  for (int rep = 0; rep < min_reps || total < min_s; ++rep) {
+    double a = seconds(ours), b = seconds(ref);
+    best_ours = std::min(best_ours, a);
+    best_ref = std::min(best_ref, b);
+    total += a + b;
+    if (rep > 200) break;
+  }
+  return {best_ours, best_ref};
+}
+
+double max_diff(const Tensor& got, const float* want) {
+  const float* g = got.data<float>();
+  double d = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) d = std::max(d, double(std::fabs(g[i] - want[i])));
+  return d;
+}
+
+// C[m, n] = op(A) B with A given as [m, k] (or [k, m] for "matmul_tn") and B [k, n] (or W [n, k] for "linear").
+Row bench_gemm(const std::string& op, int64_t m, int64_t n, int64_t k, uint64_t seed) {
+  bool tn = op == "matmul_tn", lin = op == "linear";
+  Tensor a = tn ? Tensor::randn({k, m}, seed) : Tensor::randn({m, k}, seed);
+  Tensor b = lin ? Tensor::randn({n, k}, seed + 1) : Tensor::randn({k, n}, seed + 1);
+  std::vector<float> c(size_t(m * n));
+  Tensor out;
+  auto ours = [&] {
+    if (lin)
+      out = dt::kernels::linear(a, b);
+    else
+      out = dt::kernels::matmul(tn ? a.t() : a, b);
+  };
+  auto ref = [&] {
+    cblas_sgemm(CblasRowMajor, tn ? CblasTrans : CblasNoTrans, lin ? CblasTrans : CblasNoTrans, int(m), int(n), int(k),
+                1.0f, a.data<float>(), tn ? int(m) : int(k), b.data<float>(), lin ? int(k) : int(n), 0.0f, c.data(),
+                int(n));
+  };
+  double flop = 2.0 * double(m) * double(n) * double(k);
+  // Large products: two runs each, no warm-up (one run is seconds on two cores; keeps the bench under a minute).
+  bool large = flop > 1e10;
+  auto [t_ours, t_ref] = best_times(ours, ref, large ? 2 : 5, large ? 0.0 : 0.3, !large);
+  return Row{op, m, n, k, flop / t_ours * 1e-9, flop / t_ref * 1e-9, max_diff(out, c.data())};
+}
+
+// Distributed linear patterns on the thread backend (`ranks` ranks as threads, one BLAS thread each), timed on rank
+// 0 between barriers: dt::linear on DTensors (strategy choice, implicit redistribution, wrapping) against the same
+// local kernel on the same shards plus the raw collective the pattern needs. flop counts the global product.
+//   dist_col    x R,    w S(0)        -> y S(1)                  no communication
+//   dist_row    x S(1), w S(1)        -> y P(sum) -> R           one all-reduce of y
+//   dist_fsdp   x S(0), w S(0) (FSDP) -> w all-gathered, y S(0)  one all-gather of w
+Row bench_dist(const std::string& op, int64_t m, int64_t n, int64_t k, int ranks, uint64_t seed) {
+  using dt::DTensor;
+  Tensor x = Tensor::randn({m, k}, seed), w = Tensor::randn({n, k}, seed + 1);
+  Tensor want = dt::kernels::linear(x, w);
+  double t_ours = 0, t_ref = 0, diff = 0;
+  const int prev_threads = dt::kernels::blas_threads();
+  dt::kernels::set_blas_threads(1);
+  dt::run_threads(ranks, [&](dt::CommunicatorPtr world) {
+    dt::DeviceMesh mesh = dt::DeviceMesh::create(world, dt::Device::cpu(), {ranks});
+    const bool row = op == "dist_row", fsdp = op == "dist_fsdp";
+    const dt::Placement px = row ? dt::Placement(dt::Shard{1}) : fsdp ? dt::Placement(dt::Shard{0}) : dt::Replicate{};
+    const dt::Placement pw = row ? dt::Placement(dt::Shard{1}) : dt::Placement(dt::Shard{0});
+    DTensor dx = dt::distribute_tensor(x, mesh, {px});
+    DTensor dw = dt::distribute_tensor(w, mesh, {pw});
+    Tensor xl = dx.to_local(), wl = dw.to_local();
+    Tensor gathered = Tensor::empty({n, k});
+    DTensor result;
+    auto ours = [&] {
+      DTensor y = dt::linear(dx, dw);
+      result = row ? y.redistribute({dt::Replicate{}}) : y;
+    };
+    auto ref = [&] {
+      if (fsdp) world->all_gather(wl, gathered)->wait();
+      Tensor y = dt::kernels::linear(xl, fsdp ? gathered : wl);
+      if (row) world->all_reduce(y, dt::ReduceOp::kSum)->wait();
+    };
+    double best_ours = 1e30, best_ref = 1e30;
+    for (int rep = 0; rep < 4; ++rep) {  // rep 0 warms up (plans, strategy cache, buffers)
+      world->barrier()->wait();
+      double a = seconds(ours);
+      world->barrier()->wait();
+      double b = seconds(ref);
+      if (rep > 0) best_ours = std::min(best_ours, a), best_ref = std::min(best_ref, b);
+    }
+    Tensor got = result.full_tensor();
+    if (world->rank() == 0) {
+      t_ours = best_ours, t_ref = best_ref;
+      diff = dt::max_abs_diff(got, want);
+    }
+  });
+  dt::kernels::set_blas_threads(prev_threads);
+  double flop = 2.0 * double(m) * double(n) * double(k);
+  return Row{op, m, n, k, flop / t_ours * 1e-9, flop / t_ref * 1e-9, diff};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  std::printf("# kernels::matmul vs raw cblas_sgemm (f32, CPU, %d OpenBLAS threads); best of several runs each\n",
+              dt::kernels::blas_threads());
+  std::printf("%-10s %6s %6s %6s %10s %10s %7s %10s\n", "op", "m", "n", "k", "GFLOP/s", "ref", "ratio", "max|diff|");
+  std::vector<Row> rows;
+  // ---- 1. local GEMM: the funnel's overhead over BLAS (target ratio >= 0.95) ----
+  std::vector<int64_t> squares = quick ? std::vector<int64_t>{64, 128} : std::vector<int64_t>{256, 512, 1024, 2048};
+  uint64_t seed = 1;
+  for (int64_t s : squares) rows.push_back(bench_gemm("matmul", s, s, s, seed += 2));
+  int64_t tm = quick ? 256 : 4096, tk = quick ? 64 : 1024;
+  // Transformer-like: [tokens, hidden] x [hidden, 4 * hidden], and the same through linear (torch's weight layout)
+  // and with a transposed left operand (both passed to GEMM as transpose flags, no copy).
+  rows.push_back(bench_gemm("matmul", tm, tm, tk, seed += 2));
+  rows.push_back(bench_gemm("linear", tm, tm, tk, seed += 2));
+  rows.push_back(bench_gemm("matmul_tn", tm, tm, tk, seed += 2));
+  for (const Row& r : rows) print_row(r);
+
+  // ---- 2. distributed matmul patterns on 2 thread ranks: dt::linear vs the local kernel + raw collective ----
+  // (target ratio close to 1: the strategy choice and wrapping cost little next to the GEMM)
+  int64_t dm = quick ? 128 : 1024, dn = quick ? 128 : 2048, dk = quick ? 64 : 1024;
+  for (const char* op : {"dist_col", "dist_row", "dist_fsdp"}) {
+    rows.push_back(bench_dist(op, dm, dn, dk, 2, seed += 2));
+    print_row(rows.back());
+  }
+
+  for (const Row& r : rows) print_json(r);
+  return 0;
+}

@@ -1,0 +1,771 @@
+#include "collectives/nccl/nccl_comm.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "kernels/reduce.h"
+
+namespace dt {
+namespace nccl_detail {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+double seconds(Work::Duration d) { return double(d.count()) / 1000.0; }
+
+void check_cuda(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    DT_THROW(CudaError, what, ": ", cudaGetErrorString(e));
+  }
+}
+
+std::string nccl_message(ncclResult_t r, ncclComm_t comm) {
+  std::string m = ncclGetErrorString(r);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') m += str_cat(" (", last, ")");
+  return m;
+}
+
+[[noreturn]] void throw_nccl(ncclResult_t r, const std::string& what, ncclComm_t comm) {
+  const std::string msg = str_cat(what, ": ", nccl_message(r, comm));
+  switch (r) {
+    case ncclInvalidArgument:
+    case ncclInvalidUsage:
+      throw InvalidArgument(msg);
+    case ncclRemoteError:
+      throw RemoteError(msg);
+    case ncclSystemError:
+      throw SystemError(msg);
+    case ncclUnhandledCudaError:
+      throw CudaError(msg);
+    default:
+      throw InternalError(msg);
+  }
+}
+
+// Sets the current device for a scope (NCCL and the runtime API act on the current device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) : target_(device) {
+    if (cudaGetDevice(&prev_) != cudaSuccess) {
+      cudaGetLastError();
+      prev_ = -1;
+    }
+    if (prev_ != target_) check_cuda(cudaSetDevice(target_), str_cat("cudaSetDevice(", target_, ")"));
+  }
+  ~DeviceGuard() {
+    if (prev_ >= 0 && prev_ != target_) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int target_;
+  int prev_ = -1;
+};
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::i8:
+      return ncclInt8;
+    case DType::i32:
+      return ncclInt32;
+    case DType::i64:
+      return ncclInt64;
+    case DType::u8:
+    case DType::b8:
+      return ncclUint8;
+  }
+  DT_THROW(Unsupported, "dtype ", dtype_name(t), " has no NCCL equivalent");
+}
+
+// Integer avg is a sum followed by divide_by (truncating, as the host backends); see the header for bool.
+ncclRedOp_t nccl_op(ReduceOp op, DType t) {
+  if (t == DType::b8) return (op == ReduceOp::kMin || op == ReduceOp::kProduct) ? ncclMin : ncclMax;
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return is_floating(t) ? ncclAvg : ncclSum;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kProduct:
+      return ncclProd;
+  }
+  return ncclSum;
+}
+
+bool needs_divide(ReduceOp op, DType t) { return op == ReduceOp::kAvg && !is_floating(t) && t != DType::b8; }
+
+// Polls a non-blocking communicator until its pending call (init, split, finalize, an enqueue) finished. Returns
+// the final state; throws TimeoutError past `deadline` and RemoteError once `aborted` is set.
+ncclResult_t poll_ready(ncclComm_t comm, Clock::time_point deadline, const std::atomic<bool>* aborted,
+                        const std::string& what, Work::Duration timeout) {
+  int spins = 0;
+  for (;;) {
+    ncclResult_t state = ncclInProgress;
+    ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    if (r != ncclSuccess) return r;
+    if (state != ncclInProgress) return state;
+    if (aborted != nullptr && aborted->load()) DT_THROW(RemoteError, what, ": the communicator was aborted");
+    if (Clock::now() >= deadline) DT_THROW(TimeoutError, what, " did not complete within ", seconds(timeout), " s");
+    if (++spins < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(100us);
+    }
+  }
+}
+
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;  // so that ncclCommAbort can interrupt anything (and init/split can have deadlines)
+  return cfg;
+}
+
+}  // namespace
+
+class NcclWork;
+
+// Everything a communicator, its Works and its watchdog share.
+struct NcclState {
+  Device device;
+  int rank = 0, size = 1;
+  std::vector<int> global_ranks;
+  Work::Duration timeout{0};
+
+  std::mutex mu;              // serializes calls on `comm` (NCCL communicators are not thread-safe)
+  ncclComm_t comm = nullptr;  // null once aborted or destroyed
+  cudaStream_t stream = nullptr;
+  void* scratch = nullptr;  // device: the barrier word, then the split exchange
+  size_t scratch_bytes = 0;
+
+  std::atomic<bool> aborted{false};
+  std::mutex reason_mu;
+  std::string reason;
+
+  std::mutex events_mu;
+  std::vector<cudaEvent_t> free_events;
+
+  std::mutex works_mu;
+  std::vector<std::shared_ptr<NcclWork>> inflight;
+
+  std::mutex wd_mu;
+  std::condition_variable wd_cv;
+  bool wd_stop = false;
+  std::thread watchdog;
+
+  ~NcclState();
+  std::string label() const { return str_cat("nccl[rank ", rank, "/", size, " on ", device, "]"); }
+  std::string abort_reason() {
+    std::lock_guard<std::mutex> lock(reason_mu);
+    return reason;
+  }
+  cudaEvent_t acquire_event();
+  void release_event(cudaEvent_t e);
+  void track(std::shared_ptr<NcclWork> w);
+  // Fails pending Works (`timed_out` with a TimeoutError, the others with RemoteError) and aborts the NCCL
+  // communicator. Must not be called with `mu` held.
+  void abort(const std::string& why, const NcclWork* timed_out = nullptr);
+  void start_watchdog();
+  void stop_watchdog();
+  void watchdog_loop();
+  void check_once();
+};
+
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::shared_ptr<NcclState> st, cudaEvent_t ev, std::string description)
+      : st_(std::move(st)), ev_(ev), desc_(std::move(description)), start_(Clock::now()) {}
+  ~NcclWork() override { st_->release_event(ev_); }
+
+  void wait(Duration timeout) override {
+    if (timeout.count() < 0) timeout = st_->timeout;
+    const auto deadline = Clock::now() + timeout;
+    int spins = 0;
+    while (!poll()) {
+      if (Clock::now() >= deadline)
+        DT_THROW(TimeoutError, desc_, " did not complete within ", seconds(timeout), " s",
+                 st_->aborted.load() ? ": the communicator was aborted: " + st_->abort_reason() : std::string());
+      if (++spins < 64) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(50us);
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool is_completed() override { return poll(); }
+  std::exception_ptr error() override {
+    poll();
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+  std::string describe() const override { return desc_; }
+
+  void fail(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_ && !error_) error_ = std::move(e);
+  }
+  Clock::time_point start() const { return start_; }
+
+ private:
+  // True once finished: the completion event fired, or an error was recorded.
+  bool poll() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done_ || error_) return true;
+    }
+    cudaError_t e;
+    {
+      DeviceGuard guard(st_->device.index);
+      e = cudaEventQuery(ev_);
+    }
+    if (e == cudaErrorNotReady) {
+      cudaGetLastError();  // not an error: clear it so that it does not surface elsewhere
+      return false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (e == cudaSuccess) {
+      if (!error_) done_ = true;
+    } else {
+      cudaGetLastError();
+      if (!error_) error_ = std::make_exception_ptr(CudaError(str_cat(desc_, ": ", cudaGetErrorString(e))));
+    }
+    return true;
+  }
+
+  std::shared_ptr<NcclState> st_;
+  cudaEvent_t ev_;
+  std::string desc_;
+  Clock::time_point start_;
+  std::mutex mu_;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
+
+NcclState::~NcclState() {
+  try {
+    DeviceGuard guard(device.index);
+    for (cudaEvent_t e : free_events) cudaEventDestroy(e);
+    if (stream) cudaStreamDestroy(stream);
+    if (scratch) cudaFree(scratch);
+    cudaGetLastError();
+  } catch (...) {
+  }
+}
+
+cudaEvent_t NcclState::acquire_event() {
+  {
+    std::lock_guard<std::mutex> lock(events_mu);
+    if (!free_events.empty()) {
+      cudaEvent_t e = free_events.back();
+      free_events.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  return e;
+}
+
+void NcclState::release_event(cudaEvent_t e) {
+  std::lock_guard<std::mutex> lock(events_mu);
+  free_events.push_back(e);
+}
+
+void NcclState::track(std::shared_ptr<NcclWork> w) {
+  std::lock_guard<std::mutex> lock(works_mu);
+  inflight.push_back(std::move(w));
+}
+
+void NcclState::abort(const std::string& why, const NcclWork* timed_out) {
+  if (aborted.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(reason_mu);
+    reason = why;
+  }
+  DT_LOG_WARN("aborting ", label(), ": ", why);
+  std::vector<std::shared_ptr<NcclWork>> works;
+  {
+    std::lock_guard<std::mutex> lock(works_mu);
+    works.swap(inflight);
+  }
+  for (auto& w : works) {
+    if (w.get() == timed_out) {
+      w->fail(std::make_exception_ptr(TimeoutError(str_cat(why, "; ", label(), " was aborted"))));
+    } else {
+      w->fail(
+          std::make_exception_ptr(RemoteError(str_cat(w->describe(), " failed: ", label(), " was aborted: ", why))));
+    }
+  }
+  // Enqueues polling a pending NCCL call see `aborted` and release `mu` promptly.
+  std::lock_guard<std::mutex> lock(mu);
+  if (comm != nullptr) {
+    try {
+      DeviceGuard guard(device.index);
+      ncclCommAbort(comm);
+    } catch (...) {
+    }
+    comm = nullptr;
+  }
+}
+
+void NcclState::start_watchdog() {
+  watchdog = std::thread([this] { watchdog_loop(); });
+}
+
+void NcclState::stop_watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(wd_mu);
+    wd_stop = true;
+  }
+  wd_cv.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+}
+
+void NcclState::watchdog_loop() {
+  set_thread_rank(global_ranks[size_t(rank)]);
+  if (cudaSetDevice(device.index) != cudaSuccess) cudaGetLastError();
+  std::unique_lock<std::mutex> lock(wd_mu);
+  while (!wd_stop) {
+    wd_cv.wait_for(lock, 20ms, [&] { return wd_stop; });
+    if (wd_stop) break;
+    lock.unlock();
+    try {
+      check_once();
+    } catch (const std::exception& e) {
+      DT_LOG_ERROR("nccl watchdog of ", label(), ": ", e.what());
+    }
+    lock.lock();
+  }
+}
+
+void NcclState::check_once() {
+  if (aborted.load()) return;
+  std::vector<std::shared_ptr<NcclWork>> works;
+  {
+    std::lock_guard<std::mutex> lock(works_mu);
+    works = inflight;
+  }
+  const auto now = Clock::now();
+  const NcclWork* late = nullptr;
+  std::vector<const NcclWork*> finished;
+  for (auto& w : works) {
+    if (w->is_completed()) {
+      finished.push_back(w.get());
+    } else if (late == nullptr && now - w->start() > timeout) {
+      late = w.get();
+    }
+  }
+  if (!finished.empty()) {
+    std::lock_guard<std::mutex> lock(works_mu);
+    std::erase_if(inflight, [&](const std::shared_ptr<NcclWork>& w) {
+      return std::find(finished.begin(), finished.end(), w.get()) != finished.end();
+    });
+  }
+  if (late != nullptr) {
+    abort(str_cat(late->describe(), " did not complete within ", seconds(timeout), " s (watchdog)"), late);
+    return;
+  }
+  // Asynchronous errors (a peer died, a network failure). An enqueue holding `mu` polls the same state itself.
+  std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+  if (!lock.owns_lock() || comm == nullptr) return;
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+  if (r == ncclSuccess && (state == ncclSuccess || state == ncclInProgress)) return;
+  const std::string why = str_cat("asynchronous NCCL error: ", nccl_message(r != ncclSuccess ? r : state, comm));
+  lock.unlock();
+  abort(why);
+}
+
+}  // namespace nccl_detail
+
+using nccl_detail::Clock;
+using nccl_detail::NcclState;
+using nccl_detail::NcclWork;
+
+namespace {
+
+std::shared_ptr<NcclState> make_state(ncclComm_t comm, Device device, int rank, int size, std::vector<int> globals,
+                                      Work::Duration timeout) {
+  auto st = std::make_shared<NcclState>();
+  st->device = device;
+  st->rank = rank;
+  st->size = size;
+  st->global_ranks = std::move(globals);
+  st->timeout = timeout;
+  st->comm = comm;
+  nccl_detail::DeviceGuard guard(device.index);
+  nccl_detail::check_cuda(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  st->scratch_bytes = 32 + 24 * size_t(size);  // barrier word (8), own split triple (24), every rank's triple
+  nccl_detail::check_cuda(cudaMalloc(&st->scratch, st->scratch_bytes), "cudaMalloc (nccl scratch)");
+  nccl_detail::check_cuda(cudaMemset(st->scratch, 0, st->scratch_bytes), "cudaMemset (nccl scratch)");
+  return st;
+}
+
+bool nothing_to_do(const CollectiveArgs& a) {
+  switch (a.kind) {
+    case CollectiveKind::kBarrier:
+      return false;
+    case CollectiveKind::kAllToAllV:
+      return std::all_of(a.send_counts.begin(), a.send_counts.end(), [](int64_t c) { return c == 0; }) &&
+             std::all_of(a.recv_counts.begin(), a.recv_counts.end(), [](int64_t c) { return c == 0; });
+    default:
+      return a.count == 0;
+  }
+}
+
+const std::byte* bytes_at(const void* p, int64_t elems, size_t es) {
+  return static_cast<const std::byte*>(p) + size_t(elems) * es;
+}
+std::byte* bytes_at(void* p, int64_t elems, size_t es) { return static_cast<std::byte*>(p) + size_t(elems) * es; }
+
+}  // namespace
+
+// ---- creation ----
+
+std::shared_ptr<NcclCommunicator> NcclCommunicator::create(int rank, int size, Device device,
+                                                           const NcclExchange& exchange, NcclOptions options) {
+  DT_CHECK_ARG(size >= 1, "NcclCommunicator::create: size must be at least 1, got ", size);
+  DT_CHECK_ARG(rank >= 0 && rank < size, "NcclCommunicator::create: rank ", rank, " is not in [0, ", size, ")");
+  DT_CHECK_ARG(device.is_cuda(), "NcclCommunicator::create: NCCL needs a CUDA device, got ", device);
+  DT_CHECK_ARG(bool(exchange), "NcclCommunicator::create: no bootstrap exchange given");
+  DT_CHECK_ARG(options.timeout.count() > 0, "NcclCommunicator::create: timeout must be positive");
+  check_device_usable(device);
+  nccl_detail::DeviceGuard guard(device.index);
+  const std::string what = str_cat("NCCL init of rank ", rank, "/", size, " on ", device);
+
+  ncclUniqueId id;
+  if (rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) nccl_detail::throw_nccl(r, what + ": ncclGetUniqueId", nullptr);
+    exchange(options.key, std::string(reinterpret_cast<const char*>(&id), sizeof(id)));
+  } else {
+    std::string v = exchange(options.key, std::nullopt);
+    DT_CHECK_ARG(v.size() == sizeof(id), what, ": the bootstrap value under '", options.key, "' has ", v.size(),
+                 " bytes, expected an ncclUniqueId (", sizeof(id), " bytes)");
+    std::memcpy(&id, v.data(), sizeof(id));
+  }
+
+  ncclConfig_t cfg = nccl_detail::nonblocking_config();
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &cfg);
+  try {
+    if (r == ncclSuccess || r == ncclInProgress) {
+      if (comm == nullptr) nccl_detail::throw_nccl(ncclInternalError, what + ": no communicator returned", nullptr);
+      r = nccl_detail::poll_ready(comm, Clock::now() + options.timeout, nullptr, what, options.timeout);
+    }
+    if (r != ncclSuccess) nccl_detail::throw_nccl(r, what, comm);
+  } catch (...) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    throw;
+  }
+  std::vector<int> globals(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) globals[size_t(i)] = i;
+  std::shared_ptr<NcclState> st;
+  try {
+    st = make_state(comm, device, rank, size, std::move(globals), options.timeout);
+  } catch (...) {
+    ncclCommAbort(comm);
+    throw;
+  }
+  DT_LOG_INFO("created ", st->label(), " (NCCL ", nccl_version(), ")");
+  return std::make_shared<NcclCommunicator>(std::move(st));
+}
+
+NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclState> state) : state_(std::move(state)) {
+  DT_CHECK_ARG(state_ != nullptr, "NcclCommunicator: null state");
+  state_->start_watchdog();
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  NcclState& st = *state_;
+  st.stop_watchdog();
+  try {
+    if (!st.aborted.load()) {
+      // Let queued operations finish (bounded), then finalize; abort when that does not complete in time.
+      const auto deadline = Clock::now() + st.timeout;
+      std::vector<std::shared_ptr<NcclWork>> works;
+      {
+        std::lock_guard<std::mutex> lock(st.works_mu);
+        works = st.inflight;
+      }
+      for (auto& w : works)
+        while (!w->is_completed() && Clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+      std::unique_lock<std::mutex> lock(st.mu);
+      if (st.comm != nullptr) {
+        nccl_detail::DeviceGuard guard(st.device.index);
+        ncclResult_t r = ncclCommFinalize(st.comm);
+        if (r == ncclSuccess || r == ncclInProgress) {
+          try {
+            r = nccl_detail::poll_ready(st.comm, deadline, nullptr, "ncclCommFinalize", st.timeout);
+          } catch (const std::exception& e) {
+            DT_LOG_WARN(st.label(), ": ", e.what(), "; aborting");
+            r = ncclInternalError;
+          }
+        }
+        if (r == ncclSuccess) {
+          ncclCommDestroy(st.comm);
+        } else {
+          ncclCommAbort(st.comm);
+        }
+        st.comm = nullptr;
+      }
+    }
+  } catch (const std::exception& e) {
+    DT_LOG_WARN("destroying ", st.label(), ": ", e.what());
+  }
+  // Works keep the state alive; the state must not keep them (no cycle).
+  std::lock_guard<std::mutex> lock(st.works_mu);
+  st.inflight.clear();
+}
+
+int NcclCommunicator::rank() const { return state_->rank; }
+int NcclCommunicator::size() const { return state_->size; }
+std::vector<int> NcclCommunicator::global_ranks() const { return state_->global_ranks; }
+Work::Duration NcclCommunicator::timeout() const { return state_->timeout; }
+Device NcclCommunicator::device() const { return state_->device; }
+bool NcclCommunicator::supports(const Device& d) const { return d.is_cuda() && d.index == state_->device.index; }
+void NcclCommunicator::abort(const std::string& reason) { state_->abort(reason); }
+bool NcclCommunicator::aborted() const { return state_->aborted.load(); }
+
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  return str_cat(v / 10000, ".", (v / 100) % 100, ".", v % 100);
+}
+
+// ---- operations ----
+
+namespace {
+
+// Issues `a` on the internal stream. Called with st.mu held and the device set.
+void issue(NcclState& st, const CollectiveArgs& a, const std::string& what) {
+  ncclComm_t c = st.comm;
+  cudaStream_t s = st.stream;
+  const ncclDataType_t t = nccl_detail::nccl_type(a.dtype);
+  const size_t es = a.elem_size();
+  const auto deadline = Clock::now() + st.timeout;
+  auto check = [&](ncclResult_t r, const char* call) {
+    if (r == ncclInProgress) r = nccl_detail::poll_ready(c, deadline, &st.aborted, what, st.timeout);
+    if (r != ncclSuccess) nccl_detail::throw_nccl(r, str_cat(what, ": ", call), c);
+  };
+  auto cuda = [&](cudaError_t e, const char* call) { nccl_detail::check_cuda(e, str_cat(what, ": ", call)); };
+  auto post_divide = [&](void* buf, int64_t count) {
+    if (nccl_detail::needs_divide(a.op, a.dtype))
+      kernels::divide_by(buf, count, a.dtype, st.size, st.device, Stream{s});
+  };
+
+  // all_to_all(v) as grouped point-to-point; the own block is a device copy.
+  auto exchange = [&](const std::vector<int64_t>& sc, const std::vector<int64_t>& sd, const std::vector<int64_t>& rc,
+                      const std::vector<int64_t>& rd) {
+    const void* src = a.send;
+    void* staged = nullptr;
+    int64_t send_span = 0, recv_span = 0;
+    for (int j = 0; j < st.size; ++j) {
+      if (sc[size_t(j)]) send_span = std::max(send_span, sd[size_t(j)] + sc[size_t(j)]);
+      if (rc[size_t(j)]) recv_span = std::max(recv_span, rd[size_t(j)] + rc[size_t(j)]);
+    }
+    const auto* s_lo = static_cast<const std::byte*>(a.send);
+    const auto* r_lo = static_cast<const std::byte*>(a.recv);
+    const bool overlap =
+        send_span > 0 && recv_span > 0 && s_lo < r_lo + size_t(recv_span) * es && r_lo < s_lo + size_t(send_span) * es;
+    if (overlap) {
+      cuda(cudaMallocAsync(&staged, size_t(send_span) * es, s), "cudaMallocAsync (staging)");
+      cuda(cudaMemcpyAsync(staged, a.send, size_t(send_span) * es, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+      src = staged;
+    }
+    const int me = st.rank;
+    DT_ASSERT(sc[size_t(me)] == rc[size_t(me)], "own block: sends ", sc[size_t(me)], ", receives ", rc[size_t(me)]);
+    if (sc[size_t(me)])
+      cuda(cudaMemcpyAsync(bytes_at(a.recv, rd[size_t(me)], es), bytes_at(src, sd[size_t(me)], es),
+                           size_t(sc[size_t(me)]) * es, cudaMemcpyDeviceToDevice, s),
+           "cudaMemcpyAsync (own block)");
+    if (st.size > 1) {
+      ncclResult_t first = ncclGroupStart();
+      if (first == ncclSuccess) {
+        for (int j = 0; j < st.size && first == ncclSuccess; ++j) {
+          if (j == me) continue;
+          if (sc[size_t(j)]) first = ncclSend(bytes_at(src, sd[size_t(j)], es), size_t(sc[size_t(j)]), t, j, c, s);
+          if (first == ncclSuccess && rc[size_t(j)])
+            first = ncclRecv(bytes_at(a.recv, rd[size_t(j)], es), size_t(rc[size_t(j)]), t, j, c, s);
+        }
+        ncclResult_t end = ncclGroupEnd();  // always close the group
+        if (first == ncclSuccess) first = end;
+      }
+      check(first, "grouped ncclSend/ncclRecv");
+    }
+    if (staged) cuda(cudaFreeAsync(staged, s), "cudaFreeAsync (staging)");
+  };
+
+  switch (a.kind) {
+    case CollectiveKind::kAllGather:
+      check(ncclAllGather(a.send, a.recv, size_t(a.count), t, c, s), "ncclAllGather");
+      break;
+    case CollectiveKind::kReduceScatter:
+      check(ncclReduceScatter(a.send, a.recv, size_t(a.count), t, nccl_detail::nccl_op(a.op, a.dtype), c, s),
+            "ncclReduceScatter");
+      post_divide(a.recv, a.count);
+      break;
+    case CollectiveKind::kAllReduce:
+      check(ncclAllReduce(a.send, a.recv, size_t(a.count), t, nccl_detail::nccl_op(a.op, a.dtype), c, s),
+            "ncclAllReduce");
+      post_divide(a.recv, a.count);
+      break;
+    case CollectiveKind::kBroadcast:
+      check(ncclBroadcast(a.recv, a.recv, size_t(a.count), t, a.root, c, s), "ncclBroadcast");
+      break;
+    case CollectiveKind::kAllToAll: {
+      std::vector<int64_t> counts(size_t(st.size), a.count), displs(size_t(st.size));
+      for (int j = 0; j < st.size; ++j) displs[size_t(j)] = a.count * j;
+      exchange(counts, displs, counts, displs);
+      break;
+    }
+    case CollectiveKind::kAllToAllV:
+      exchange(a.send_counts, a.send_displs, a.recv_counts, a.recv_displs);
+      break;
+    case CollectiveKind::kSend:
+      check(ncclSend(a.send, size_t(a.count), t, a.peer, c, s), "ncclSend");
+      break;
+    case CollectiveKind::kRecv:
+      check(ncclRecv(a.recv, size_t(a.count), t, a.peer, c, s), "ncclRecv");
+      break;
+    case CollectiveKind::kBarrier:
+      check(ncclAllReduce(st.scratch, st.scratch, 1, ncclInt32, ncclSum, c, s), "ncclAllReduce (barrier)");
+      break;
+  }
+}
+
+}  // namespace
+
+WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
+  NcclState& st = *state_;
+  std::string desc = str_cat(a.describe(), " on ", st.label());
+  auto aborted_error = [&] {
+    return std::make_exception_ptr(
+        RemoteError(str_cat(desc, " failed: ", st.label(), " was aborted: ", st.abort_reason())));
+  };
+  if (st.aborted.load()) return completed_work(desc, aborted_error());
+  if (nothing_to_do(a)) return completed_work(desc);
+  nccl_detail::DeviceGuard guard(st.device.index);
+  std::shared_ptr<NcclWork> work;
+  try {
+    std::lock_guard<std::mutex> lock(st.mu);
+    if (st.comm == nullptr) return completed_work(desc, aborted_error());
+    // Stream order: the internal stream waits for what the caller queued on its stream so far.
+    cudaEvent_t ready = st.acquire_event();
+    cudaError_t e = cudaEventRecord(ready, static_cast<cudaStream_t>(a.stream.handle));
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(st.stream, ready, 0);
+    st.release_event(ready);
+    nccl_detail::check_cuda(e, desc + ": ordering after the caller's stream");
+    issue(st, a, desc);
+    cudaEvent_t done = st.acquire_event();
+    e = cudaEventRecord(done, st.stream);
+    if (e != cudaSuccess) {
+      st.release_event(done);
+      nccl_detail::check_cuda(e, desc + ": cudaEventRecord");
+    }
+    work = std::make_shared<NcclWork>(state_, done, desc);
+  } catch (const InvalidArgument&) {
+    throw;  // a bad call, the communicator is fine
+  } catch (const std::exception& e) {
+    st.abort(str_cat("enqueue failed: ", e.what()));
+    throw;
+  }
+  st.track(work);
+  return work;
+}
+
+std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
+  NcclState& st = *state_;
+  const std::string what = str_cat("split(color=", color, ", key=", key, ") on ", st.label());
+  DT_CHECK_ARG(!st.aborted.load(), what, ": the communicator was aborted: ", st.abort_reason());
+  nccl_detail::DeviceGuard guard(st.device.index);
+
+  // Every rank's (color, key, global rank), to know the new group's members: NCCL does not tell.
+  const int64_t mine[3] = {color, key, st.global_ranks[size_t(st.rank)]};
+  auto* base = static_cast<std::byte*>(st.scratch);
+  nccl_detail::check_cuda(cudaMemcpy(base + 8, mine, sizeof(mine), cudaMemcpyHostToDevice), what);
+  CollectiveArgs ag;
+  ag.kind = CollectiveKind::kAllGather;
+  ag.send = base + 8;
+  ag.recv = base + 32;
+  ag.count = 3;
+  ag.dtype = DType::i64;
+  ag.device = st.device;
+  enqueue(ag)->wait();
+  std::vector<int64_t> all(size_t(3 * st.size));
+  nccl_detail::check_cuda(cudaMemcpy(all.data(), base + 32, all.size() * sizeof(int64_t), cudaMemcpyDeviceToHost),
+                          what);
+  std::vector<std::pair<int64_t, int>> members;  // (key, parent rank)
+  for (int r = 0; r < st.size; ++r)
+    if (color >= 0 && all[size_t(3 * r)] == color) members.push_back({all[size_t(3 * r + 1)], r});
+  std::sort(members.begin(), members.end());  // NCCL orders by key, then by parent rank
+  std::vector<int> globals;
+  int new_rank = -1;
+  for (size_t i = 0; i < members.size(); ++i) {
+    globals.push_back(int(all[size_t(3 * members[i].second + 2)]));
+    if (members[i].second == st.rank) new_rank = int(i);
+  }
+
+  ncclComm_t nc = nullptr;
+  try {
+    std::lock_guard<std::mutex> lock(st.mu);
+    DT_CHECK_ARG(st.comm != nullptr, what, ": the communicator was aborted: ", st.abort_reason());
+    ncclConfig_t cfg = nccl_detail::nonblocking_config();
+    ncclResult_t r = ncclCommSplit(st.comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nc, &cfg);
+    if (r == ncclSuccess || r == ncclInProgress)
+      r = nccl_detail::poll_ready(nc != nullptr ? nc : st.comm, Clock::now() + st.timeout, &st.aborted, what,
+                                  st.timeout);
+    if (r != ncclSuccess) nccl_detail::throw_nccl(r, what, st.comm);
+  } catch (const InvalidArgument&) {
+    if (nc != nullptr) ncclCommAbort(nc);
+    throw;
+  } catch (const std::exception& e) {
+    if (nc != nullptr) ncclCommAbort(nc);
+    st.abort(str_cat("split failed: ", e.what()));
+    throw;
+  }
+  if (color < 0) {
+    if (nc != nullptr) ncclCommDestroy(nc);
+    return nullptr;
+  }
+  DT_ASSERT(nc != nullptr && new_rank >= 0, what, ": no communicator for a non-negative color");
+  std::shared_ptr<NcclState> ns;
+  try {
+    ns = make_state(nc, st.device, new_rank, int(globals.size()), std::move(globals), st.timeout);
+  } catch (...) {
+    ncclCommAbort(nc);
+    throw;
+  }
+  return std::make_shared<NcclCommunicator>(std::move(ns));
+}
+
+}  // namespace dt

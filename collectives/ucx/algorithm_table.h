@@ -1,0 +1,46 @@
+// Algorithm selection for the UCX backend: one table maps (collective, bytes per rank, group size) to an algorithm
+// and its pipelining chunk. Every rank of a group must choose the same algorithm, so the choice depends only on
+// arguments all ranks share (never on timing).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "collectives/communicator.h"
+
+namespace dt::ucx {
+
+enum class Algorithm : uint8_t {
+  kLocal,  // group of one: a local copy
+  kRingAllGather,
+  kRingReduceScatter,
+  kRingAllReduce,      // ring reduce-scatter + ring all-gather, chunk-level overlap of the two phases
+  kRecursiveDoubling,  // all-reduce, small messages
+  kBinomialBroadcast,  // small messages
+  kChainBroadcast,     // pipelined chain, large messages
+  kPairwiseAllToAll,   // all_to_all and all_to_allv
+  kDissemination,      // barrier
+  kPointToPoint,       // send / recv
+};
+const char* algorithm_name(Algorithm a);
+
+// Thresholds and chunk sizes. Defaults were measured on 2-core shared-memory machines (bench/collectives); each can
+// be overridden by an environment variable (read once) or per communicator (UcxCommunicator::set_tuning).
+struct UcxTuning {
+  int64_t allreduce_small_bytes = 256 << 10;  // DT_UCX_ALLREDUCE_SMALL_BYTES: recursive doubling up to this
+  int64_t broadcast_small_bytes = 64 << 10;   // DT_UCX_BROADCAST_SMALL_BYTES: binomial tree up to this
+  int64_t chunk_bytes = 256 << 10;            // DT_UCX_CHUNK_BYTES: pipelining chunk of the rings and the chain
+  int reduce_slots = 4;                       // DT_UCX_REDUCE_SLOTS: chunk buffers for the last reduce step
+
+  static UcxTuning from_env();  // the defaults above with the environment applied
+};
+
+struct AlgorithmChoice {
+  Algorithm algorithm = Algorithm::kLocal;
+  int64_t chunk_bytes = 0;  // 0: no pipelining
+};
+
+// The table. `bytes` is the per-rank input size (count * element size; all_to_allv: this rank's total).
+AlgorithmChoice select_algorithm(CollectiveKind kind, int64_t bytes, int group_size, const UcxTuning& tuning);
+
+}  // namespace dt::ucx

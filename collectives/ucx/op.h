@@ -1,0 +1,174 @@
+// UcxOp: one collective call as a small dependency graph of tasks (send, recv, reduce, copy, divide) executed by the
+// UCX engine. Algorithms (one file each, see algorithms.h) only add tasks and dependencies; the op posts a
+// message as soon as its dependencies are met, runs local arithmetic when its inputs arrived, checks every
+// received length (a mismatched call is an error, never garbage) and completes its Work when every task is done.
+//
+// Note [Op threading]
+// Everything here runs with the worker's lock held: building (on the caller's thread), posting, UCX callbacks
+// (inside ucp_worker_progress) and advancing (on whichever thread drives progress: the waiting caller or the
+// progress thread). Tasks live in one vector that never grows after start(), so UCX callbacks can point at them.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "collectives/work.h"
+#include "core/error.h"
+
+namespace dt::ucx {
+
+class UcxWorker;
+struct CommState;
+class UcxOp;
+
+enum class TaskType : uint8_t { kSend, kRecv, kReduce, kCopy, kDivide };
+
+struct Task {
+  TaskType type = TaskType::kCopy;
+  enum class State : uint8_t { kWaiting, kPosted, kDone } state = State::kWaiting;
+  bool completed_by_ucx = false;  // the UCX callback ran (status/length valid)
+  int peer = -1;                  // group rank (send / recv)
+  uint32_t slot = 0;              // tag slot (send / recv)
+  void* dst = nullptr;
+  const void* src = nullptr;
+  const void* src2 = nullptr;
+  int64_t n = 0;  // bytes for send / recv / copy, elements for reduce / divide
+  int32_t deps = 0;
+  int32_t succ_begin = 0, succ_end = 0;
+  void* request = nullptr;  // UCX request while posted
+  ucs_status_t status = UCS_OK;
+  size_t length = 0;  // received bytes
+  UcxOp* op = nullptr;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// The Work of a UCX call. Its description is built only when asked for (an error, a timeout, a log line): building
+// it for every call cost more than a whole small collective. wait() drives progress on the caller's thread
+// (Note [UCX progress] in worker.h).
+class UcxWork final : public Work {
+ public:
+  UcxWork(std::weak_ptr<UcxWorker> worker, const CollectiveArgs& args, std::string comm_name, Duration default_timeout);
+
+  void wait(Duration timeout = kDefaultTimeout) override;
+  bool is_completed() override;
+  std::exception_ptr error() override;
+  std::string describe() const override;
+
+  // Engine side (worker lock held): completes the work; the first call counts.
+  void mark_done(std::exception_ptr error);
+  void set_op(std::weak_ptr<UcxOp> op) { op_ = std::move(op); }
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+  // State of the caller's progress loop (see UcxWorker::drive): when the call last moved.
+  Clock::time_point last_moved{};
+
+ private:
+  std::weak_ptr<UcxWorker> worker_;
+  std::weak_ptr<UcxOp> op_;
+  CollectiveArgs args_;  // without the all_to_allv vectors: only what describe() prints
+  std::string comm_name_;
+  Duration default_timeout_;
+  std::atomic<bool> done_{false};
+  std::exception_ptr error_;
+};
+
+class UcxOp : public std::enable_shared_from_this<UcxOp> {
+ public:
+  UcxOp(UcxWorker* worker, std::shared_ptr<CommState> comm, CollectiveArgs args, uint32_t seq, Work::Duration timeout,
+        Clock::time_point now);
+  ~UcxOp();
+
+  // ---- building (before start) ----
+  int send(int peer, uint32_t slot, const void* buf, int64_t bytes);
+  int recv(int peer, uint32_t slot, void* buf, int64_t bytes);
+  int reduce(void* out, const void* a, const void* b, int64_t count);  // out = op(a, b), args().op and dtype
+  int copy(void* dst, const void* src, int64_t bytes);
+  int divide(void* x, int64_t count);  // x /= group size (ReduceOp::kAvg)
+  // `then` starts only once `before` is done. Task ids are the values returned above; -1 is ignored.
+  void after(int before, int then);
+  // Scratch memory owned by the op (pooled), released when it finishes.
+  void* scratch(int64_t bytes);
+  // Runs on success before the Work completes (device staging copies results back).
+  void on_success(std::function<void()> fn) { on_success_ = std::move(fn); }
+
+  const CollectiveArgs& args() const { return args_; }
+  int rank() const;
+  int size() const;
+  size_t elem_size() const { return args_.elem_size(); }
+  // "all_reduce(count=1024, f32, sum) on ucx[rank 1/4]" (built on demand).
+  std::string description() const;
+  const std::shared_ptr<UcxWork>& work() const { return work_; }
+  void set_work(std::shared_ptr<UcxWork> work) { work_ = std::move(work); }
+  const std::shared_ptr<CommState>& comm() const { return comm_; }
+  size_t num_tasks() const { return tasks_.size(); }
+
+  // ---- engine (worker lock held) ----
+  // Freezes the graph and posts the messages that are ready. Local arithmetic waits for advance() so that the
+  // caller returns at once.
+  void start();
+  bool started() const { return started_; }
+  // Handles UCX completions and runs ready tasks. Returns true when anything moved.
+  bool advance(Clock::time_point now);
+  bool finished() const { return finished_; }
+  bool has_outstanding_requests() const { return outstanding_ > 0; }
+  // Fails the op and every pending call of its communicator with `code` and `reason` (the description is
+  // prepended); the other members hear of it through the abort channel. Idempotent.
+  void fail(ErrorCode code, const std::string& reason);
+  // Fails this op only: cancels its receives and completes its Work with `error`. Idempotent.
+  void abort(std::exception_ptr error);
+  // Called from UCX callbacks.
+  void request_done(Task* t);
+
+  Clock::time_point deadline() const { return deadline_; }
+  Work::Duration timeout() const { return timeout_; }
+  Clock::time_point last_progress() const { return last_progress_; }
+  // What the op still waits for ("recv from rank 1 (global 1), 2 sends to rank 3 unfinished"), for timeouts.
+  std::string pending_summary() const;
+  // Group ranks this op still waits on.
+  std::vector<int> pending_peers() const;
+  bool dirty = false;  // queued in the worker's dirty list
+
+ private:
+  int add(Task t);
+  void post(Task& t);
+  void complete(Task& t);
+  void poll_network();
+  void finish();
+  std::string peer_name(int group_rank) const;
+
+  UcxWorker* worker_;  // outlives its ops (its destructor aborts them)
+  std::shared_ptr<CommState> comm_;
+  CollectiveArgs args_;
+  uint32_t seq_;
+  std::shared_ptr<UcxWork> work_;
+  std::vector<Task> tasks_;
+  std::vector<std::pair<int, int>> edges_;
+  std::vector<int32_t> succ_;
+  std::vector<int> ready_;  // FIFO from ready_head_
+  size_t ready_head_ = 0;
+  std::vector<Task*> completed_;  // UCX completions not yet handled
+  std::vector<Task*> handling_;   // the batch being handled (kept to reuse its capacity)
+  std::vector<std::pair<void*, size_t>> scratch_;
+  std::function<void()> on_success_;
+  int done_count_ = 0;
+  int outstanding_ = 0;  // UCX requests posted and not yet completed
+  bool started_ = false;
+  bool finished_ = false;
+  Work::Duration timeout_;
+  Clock::time_point deadline_;
+  Clock::time_point last_progress_;
+};
+
+}  // namespace dt::ucx

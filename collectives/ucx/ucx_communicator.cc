@@ -1,0 +1,344 @@
+#include "collectives/ucx/ucx_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <tuple>
+
+#include "collectives/bootstrap.h"
+#include "collectives/ucx/algorithms.h"
+#include "collectives/ucx/tag.h"
+#include "collectives/ucx/worker.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+#ifdef DT_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace dt {
+
+using ucx::CommState;
+using ucx::UcxOp;
+using ucx::UcxWorker;
+using Clock = std::chrono::steady_clock;
+
+UcxCommunicator::UcxCommunicator(std::shared_ptr<UcxWorker> worker, std::shared_ptr<CommState> state)
+    : worker_(std::move(worker)), state_(std::move(state)) {}
+
+UcxCommunicator::~UcxCommunicator() = default;
+
+int UcxCommunicator::rank() const { return state_->rank; }
+int UcxCommunicator::size() const { return state_->size; }
+std::vector<int> UcxCommunicator::global_ranks() const { return state_->members; }
+uint32_t UcxCommunicator::id() const { return state_->id; }
+
+bool UcxCommunicator::supports(const Device& device) const {
+#ifdef DT_WITH_CUDA
+  return device.is_cpu() || device.is_cuda();
+#else
+  return device.is_cpu();
+#endif
+}
+
+Work::Duration UcxCommunicator::timeout() const {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  return state_->timeout;
+}
+
+void UcxCommunicator::set_timeout(Work::Duration timeout) {
+  DT_CHECK_ARG(timeout.count() > 0, "UcxCommunicator::set_timeout: the timeout must be positive, got ", timeout.count(),
+               " ms");
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  state_->timeout = timeout;
+}
+
+ucx::UcxTuning UcxCommunicator::tuning() const {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  return state_->tuning;
+}
+
+void UcxCommunicator::set_tuning(const ucx::UcxTuning& tuning) {
+  DT_CHECK_ARG(tuning.chunk_bytes > 0 && tuning.reduce_slots > 0,
+               "UcxCommunicator::set_tuning: chunk_bytes and reduce_slots must be positive, got ", tuning.chunk_bytes,
+               " and ", tuning.reduce_slots);
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  state_->tuning = tuning;
+}
+
+WorkPtr UcxCommunicator::enqueue(const CollectiveArgs& args) {
+  if (args.device.is_cpu()) return enqueue_host(args);
+#ifdef DT_WITH_CUDA
+  return enqueue_staged(args);
+#else
+  DT_THROW(Unsupported, args.describe(), " on ucx: device buffers need a CUDA build");
+#endif
+}
+
+WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<void()> on_success) {
+  UcxWorker& w = *worker_;
+  std::unique_lock<std::mutex> lock(w.mutex());
+  CommState& st = *state_;
+  const bool p2p = a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv;
+  uint32_t seq;
+  if (p2p)
+    seq = a.kind == CollectiveKind::kSend ? st.send_seq[size_t(a.peer)]++ : st.recv_seq[size_t(a.peer)]++;
+  else
+    seq = ++st.seq;
+  auto desc = [&] { return a.describe() + " on " + st.name; };
+  if (st.failed)
+    return completed_work(
+        desc(),
+        ucx::make_error(st.failed_code, str_cat(desc(), ": the communicator failed earlier: ", st.failed_reason)));
+  if (w.has_dead_peer()) {
+    if (auto e = w.dead_member_error(st, desc())) return completed_work(desc(), e);
+  }
+
+  int64_t bytes = a.count * int64_t(a.elem_size());
+  if (a.kind == CollectiveKind::kAllToAllV)
+    bytes = std::accumulate(a.send_counts.begin(), a.send_counts.end(), int64_t(0)) * int64_t(a.elem_size());
+  // Nothing to move: every rank sees the same count (a mismatch of counts is the caller's error and surfaces as the
+  // peers' deadline or length check).
+  const bool nothing =
+      (a.kind == CollectiveKind::kBarrier && st.size == 1) ||
+      (!p2p && a.kind != CollectiveKind::kBarrier && a.kind != CollectiveKind::kAllToAllV && a.count == 0);
+  if (nothing) return completed_work(desc());
+
+  const ucx::AlgorithmChoice choice = ucx::select_algorithm(a.kind, bytes, st.size, st.tuning);
+  auto op = std::make_shared<UcxOp>(&w, state_, a, seq, st.timeout, Clock::now());
+  try {
+    switch (choice.algorithm) {
+      case ucx::Algorithm::kLocal:
+        ucx::build_local(*op);
+        break;
+      case ucx::Algorithm::kRingAllGather:
+        ucx::build_ring_all_gather(*op, choice.chunk_bytes);
+        break;
+      case ucx::Algorithm::kRingReduceScatter:
+        ucx::build_ring_reduce_scatter(*op, choice.chunk_bytes, st.tuning.reduce_slots);
+        break;
+      case ucx::Algorithm::kRingAllReduce:
+        ucx::build_ring_all_reduce(*op, choice.chunk_bytes, st.tuning.reduce_slots);
+        break;
+      case ucx::Algorithm::kRecursiveDoubling:
+        ucx::build_recursive_doubling_all_reduce(*op);
+        break;
+      case ucx::Algorithm::kBinomialBroadcast:
+        ucx::build_binomial_broadcast(*op);
+        break;
+      case ucx::Algorithm::kChainBroadcast:
+        ucx::build_chain_broadcast(*op, choice.chunk_bytes);
+        break;
+      case ucx::Algorithm::kPairwiseAllToAll:
+        ucx::build_pairwise_all_to_all(*op);
+        break;
+      case ucx::Algorithm::kDissemination:
+        ucx::build_dissemination_barrier(*op);
+        break;
+      case ucx::Algorithm::kPointToPoint:
+        ucx::build_point_to_point(*op);
+        break;
+    }
+  } catch (const Error& e) {
+    // This rank will not take part: the others would wait for it, so fail the group now.
+    if (!p2p) w.fail_comm_locked(st, e.code(), e.what(), true);
+    throw;
+  }
+  if (on_success) op->on_success(std::move(on_success));
+  auto work = std::make_shared<ucx::UcxWork>(worker_, a, st.name, st.timeout);
+  work->set_op(op);
+  op->set_work(work);
+  if (log_enabled(LogLevel::kDebug))
+    DT_LOG_DEBUG(op->description(), ": ", ucx::algorithm_name(choice.algorithm), ", ", op->num_tasks(), " tasks, seq ",
+                 seq);
+  w.submit_locked(op);
+  const bool done = op->finished();
+  lock.unlock();
+  if (!done) w.kick();
+  return work;
+}
+
+std::shared_ptr<Communicator> UcxCommunicator::split(int color, int key) {
+  const int n = size();
+  std::vector<int64_t> mine = {color, key};
+  std::vector<int64_t> all(size_t(2 * n));
+  all_gather(mine.data(), all.data(), 2, DType::i64, Device::cpu())->wait();
+  uint32_t split_no;
+  {
+    std::lock_guard<std::mutex> lock(worker_->mutex());
+    split_no = ++state_->splits;
+  }
+  if (color < 0) return nullptr;
+  std::vector<std::tuple<int64_t, int>> order;  // (key, parent rank) of the members
+  for (int r = 0; r < n; ++r)
+    if (all[size_t(2 * r)] == color) order.emplace_back(all[size_t(2 * r + 1)], r);
+  std::sort(order.begin(), order.end());
+  auto st = std::make_shared<CommState>();
+  st->size = int(order.size());
+  for (int i = 0; i < st->size; ++i) {
+    const int pr = std::get<1>(order[size_t(i)]);
+    if (pr == rank()) st->rank = i;
+    st->members.push_back(state_->members[size_t(pr)]);
+  }
+  // A fresh id from the store: the group's first member draws it and publishes it for the others.
+  const std::string id_key = str_cat(worker_->key_prefix(), "/split/", state_->id, "/", split_no, "/", color);
+  Store& store = *worker_->store();
+  if (st->rank == 0) {
+    const int64_t drawn = store.add(worker_->key_prefix() + "/next_comm_id", 1);
+    st->id = uint32_t(1 + (drawn - 1) % int64_t(ucx::kCommMask));
+    store.set(id_key, std::to_string(st->id));
+  } else {
+    st->id = uint32_t(std::stoul(store.get(id_key)));
+  }
+  st->name = str_cat("ucx[comm ", st->id, ", rank ", st->rank, "/", st->size, "]");
+  st->send_seq.assign(size_t(st->size), 0);
+  st->recv_seq.assign(size_t(st->size), 0);
+  {
+    std::lock_guard<std::mutex> lock(worker_->mutex());
+    st->tuning = state_->tuning;
+    st->timeout = state_->timeout;
+    worker_->register_comm(st);
+  }
+  return std::make_shared<UcxCommunicator>(worker_, st);
+}
+
+#ifdef DT_WITH_CUDA
+namespace {
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) DT_THROW(CudaError, "UCX staging: ", what, " failed: ", cudaGetErrorString(e));
+}
+
+std::shared_ptr<char> pinned(size_t bytes) {
+  void* p = nullptr;
+  check_cuda(cudaMallocHost(&p, std::max<size_t>(bytes, 1)), "cudaMallocHost");
+  return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { cudaFreeHost(q); });
+}
+}  // namespace
+
+// Device buffers without NCCL: copy the input to pinned host memory (on the caller's stream), run the host
+// collective, copy the result back on completion.
+WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
+  static std::once_flag logged;
+  std::call_once(logged, [] {
+    DT_LOG_INFO("ucx: device buffers are staged through pinned host memory (slow); NCCL is the backend for GPUs");
+  });
+  const int64_t es = int64_t(a.elem_size()), n = size();
+  int64_t send_bytes = 0, recv_bytes = 0;
+  switch (a.kind) {
+    case CollectiveKind::kAllGather:
+      send_bytes = a.count * es;
+      recv_bytes = n * a.count * es;
+      break;
+    case CollectiveKind::kReduceScatter:
+      send_bytes = n * a.count * es;
+      recv_bytes = a.count * es;
+      break;
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBroadcast:
+      send_bytes = recv_bytes = a.count * es;
+      break;
+    case CollectiveKind::kAllToAll:
+      send_bytes = recv_bytes = n * a.count * es;
+      break;
+    case CollectiveKind::kAllToAllV:
+      for (int64_t j = 0; j < n; ++j) {
+        send_bytes = std::max(send_bytes, (a.send_displs[size_t(j)] + a.send_counts[size_t(j)]) * es);
+        recv_bytes = std::max(recv_bytes, (a.recv_displs[size_t(j)] + a.recv_counts[size_t(j)]) * es);
+      }
+      break;
+    case CollectiveKind::kSend:
+      send_bytes = a.count * es;
+      break;
+    case CollectiveKind::kRecv:
+      recv_bytes = a.count * es;
+      break;
+    case CollectiveKind::kBarrier:
+      break;
+  }
+  check_cuda(cudaSetDevice(a.device.index), "cudaSetDevice");
+  auto stream = static_cast<cudaStream_t>(a.stream.handle);
+  const char* dsend = static_cast<const char*>(a.send);
+  char* drecv = static_cast<char*>(a.recv);
+  if (a.kind == CollectiveKind::kBroadcast) send_bytes = 0;  // one buffer, staged as the receive side
+  // One host region covers both buffers when they overlap (the in-place layouts).
+  const char* lo = nullptr;
+  int64_t region = 0;
+  bool shared = false;
+  if (send_bytes > 0 && recv_bytes > 0 && dsend < drecv + recv_bytes && drecv < dsend + send_bytes) {
+    shared = true;
+    lo = std::min<const char*>(dsend, drecv);
+    region = std::max<const char*>(dsend + send_bytes, drecv + recv_bytes) - lo;
+  }
+  std::shared_ptr<char> hsend, hrecv;
+  CollectiveArgs h = a;
+  h.device = Device::cpu();
+  h.stream = Stream{};
+  if (shared) {
+    hrecv = pinned(size_t(region));
+    check_cuda(cudaMemcpyAsync(hrecv.get(), lo, size_t(region), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+    h.send = hrecv.get() + (dsend - lo);
+    h.recv = hrecv.get() + (drecv - lo);
+  } else {
+    if (send_bytes > 0) {
+      hsend = pinned(size_t(send_bytes));
+      check_cuda(cudaMemcpyAsync(hsend.get(), dsend, size_t(send_bytes), cudaMemcpyDeviceToHost, stream),
+                 "cudaMemcpyAsync");
+      h.send = hsend.get();
+    }
+    if (recv_bytes > 0) {
+      hrecv = pinned(size_t(recv_bytes));
+      if (a.kind == CollectiveKind::kBroadcast)
+        check_cuda(cudaMemcpyAsync(hrecv.get(), drecv, size_t(recv_bytes), cudaMemcpyDeviceToHost, stream),
+                   "cudaMemcpyAsync");
+      h.recv = hrecv.get();
+      if (a.kind == CollectiveKind::kBroadcast) h.send = h.recv;
+    }
+  }
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  std::function<void()> copy_back;
+  if (recv_bytes > 0) {
+    const int device = a.device.index;
+    char* hdst = static_cast<char*>(h.recv);
+    copy_back = [hsend, hrecv, hdst, drecv, recv_bytes, stream, device] {
+      check_cuda(cudaSetDevice(device), "cudaSetDevice");
+      check_cuda(cudaMemcpyAsync(drecv, hdst, size_t(recv_bytes), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+      check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    };
+  } else {
+    copy_back = [hsend] {};
+  }
+  return enqueue_host(h, std::move(copy_back));
+}
+#endif
+
+// ---- factories ----
+
+std::shared_ptr<Communicator> create_ucx_communicator(std::shared_ptr<Store> store, int rank, int world_size) {
+  auto worker = UcxWorker::create(std::move(store), rank, world_size);
+  auto st = std::make_shared<CommState>();
+  st->id = 0;
+  st->rank = rank;
+  st->size = world_size;
+  st->members.resize(size_t(world_size));
+  std::iota(st->members.begin(), st->members.end(), 0);
+  st->name = str_cat("ucx[rank ", rank, "/", world_size, "]");
+  st->send_seq.assign(size_t(world_size), 0);
+  st->recv_seq.assign(size_t(world_size), 0);
+  st->tuning = ucx::UcxTuning::from_env();
+  st->timeout = default_timeout();
+  {
+    std::lock_guard<std::mutex> lock(worker->mutex());
+    worker->register_comm(st);
+  }
+  return std::make_shared<UcxCommunicator>(worker, st);
+}
+
+std::shared_ptr<Communicator> init_process_group() {
+  BootstrapEnv env = init_from_env();
+  set_process_rank(env.rank);
+  std::shared_ptr<Store> store = connect_store(env);
+  return create_ucx_communicator(std::move(store), env.rank, env.world_size);
+}
+
+}  // namespace dt

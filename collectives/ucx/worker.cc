@@ -1,0 +1,700 @@
+#include "collectives/ucx/worker.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "collectives/ucx/cma_guard.h"
+#include "collectives/ucx/tag.h"
+#include "core/logging.h"
+
+namespace dt::ucx {
+
+std::exception_ptr make_error(ErrorCode code, const std::string& message) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument:
+      return std::make_exception_ptr(InvalidArgument(message));
+    case ErrorCode::kUnsupported:
+      return std::make_exception_ptr(Unsupported(message));
+    case ErrorCode::kTimeout:
+      return std::make_exception_ptr(TimeoutError(message));
+    case ErrorCode::kRemoteError:
+      return std::make_exception_ptr(RemoteError(message));
+    case ErrorCode::kSystemError:
+      return std::make_exception_ptr(SystemError(message));
+    case ErrorCode::kCudaError:
+      return std::make_exception_ptr(CudaError(message));
+    case ErrorCode::kInternal:
+      break;
+  }
+  return std::make_exception_ptr(InternalError(message));
+}
+
+std::string error_message(const std::exception_ptr& e) {
+  if (!e) return "";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+namespace {
+
+int64_t ns_of(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+int64_t now_ns() { return ns_of(Clock::now()); }
+
+std::string read_first_line(const std::string& path) {
+  std::ifstream f(path);
+  std::string line;
+  if (f) std::getline(f, line);
+  return line;
+}
+
+// /proc/<pid>/stat: state (field 3) and start time (field 22). False when the process does not exist.
+bool read_proc_stat(int64_t pid, char* state, uint64_t* start_time) {
+  std::string line = read_first_line("/proc/" + std::to_string(pid) + "/stat");
+  size_t close = line.rfind(')');
+  if (line.empty() || close == std::string::npos) return false;
+  std::istringstream is(line.substr(close + 1));
+  std::string field;
+  std::vector<std::string> f;
+  while (is >> field) f.push_back(field);
+  if (f.size() < 20) return false;
+  *state = f[0].empty() ? '?' : f[0][0];
+  *start_time = std::strtoull(f[19].c_str(), nullptr, 10);
+  return true;
+}
+
+// "" when the process (pid, start time) is alive, else why it is not.
+std::string process_dead_reason(int64_t pid, uint64_t start_time) {
+  char state = '?';
+  uint64_t st = 0;
+  if (!read_proc_stat(pid, &state, &st)) return "its process " + std::to_string(pid) + " is gone";
+  if (st != start_time) return "its process " + std::to_string(pid) + " is gone (the pid was reused)";
+  if (state == 'Z' || state == 'X' || state == 'x')
+    return "its process " + std::to_string(pid) + " exited or was killed";
+  return "";
+}
+
+std::string identity() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  char state;
+  uint64_t start = 0;
+  read_proc_stat(getpid(), &state, &start);
+  std::string boot = read_first_line("/proc/sys/kernel/random/boot_id");
+  char ns[128] = {0};
+  ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+  if (n < 0) n = 0;
+  ns[n] = 0;
+  std::ostringstream os;
+  os << getpid() << ' ' << start << ' ' << (host[0] ? host : "?") << ' ' << (boot.empty() ? "?" : boot) << ' '
+     << (ns[0] ? ns : "?");
+  return os.str();
+}
+
+int online_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+void check_ucs(ucs_status_t s, const char* what) {
+  if (s != UCS_OK) DT_THROW(SystemError, "UCX: ", what, " failed: ", ucs_status_string(s));
+}
+
+// Progress threads of live workers, stopped by an atexit handler before UCX's own library destructors run (a
+// communicator leaked until exit must not touch a torn-down UCX).
+std::mutex g_live_mu;
+std::vector<UcxWorker*>& live_workers() {
+  static auto* v = new std::vector<UcxWorker*>();
+  return *v;
+}
+
+}  // namespace
+
+void stop_all_progress_threads() {
+  std::lock_guard<std::mutex> lock(g_live_mu);
+  for (UcxWorker* w : live_workers()) w->stop_thread();
+}
+
+// ---- construction ----
+
+UcxWorker::UcxWorker(std::shared_ptr<Store> store, int rank, int size)
+    : store_(std::move(store)), rank_(rank), size_(size) {}
+
+std::shared_ptr<UcxWorker> UcxWorker::create(std::shared_ptr<Store> store, int rank, int size) {
+  DT_CHECK_ARG(store != nullptr, "create_ucx_communicator: the store is null");
+  DT_CHECK_ARG(size >= 1 && uint32_t(size) <= kMaxGroupSize, "create_ucx_communicator: world size must be in [1, ",
+               kMaxGroupSize, "], got ", size);
+  DT_CHECK_ARG(rank >= 0 && rank < size, "create_ucx_communicator: rank must be in [0, ", size, "), got ", rank);
+  std::shared_ptr<UcxWorker> w(new UcxWorker(std::move(store), rank, size));
+  // Every rank creates its workers over this store in the same order, so the k-th creation on each rank pairs up.
+  const int64_t generation = w->store_->add("dt_ucx/generation/" + std::to_string(rank), 1);
+  w->init(generation);
+  return w;
+}
+
+void UcxWorker::init(int64_t generation) {
+  prefix_ = "dt_ucx/" + std::to_string(generation);
+  ucp_config_t* config = nullptr;
+  check_ucs(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+  ucp_params_t params;
+  std::memset(&params, 0, sizeof(params));
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  // Tag matching plus wakeup (the event descriptor the progress thread sleeps on). No peer error handling: see
+  // Note [UCX failure detection].
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  params.estimated_num_eps = size_t(size_);
+  ucs_status_t st = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  check_ucs(st, "ucp_init");
+
+  ucp_worker_params_t wp;
+  std::memset(&wp, 0, sizeof(wp));
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // several threads, never at once: mu_ serializes every call
+  check_ucs(ucp_worker_create(context_, &wp, &worker_), "ucp_worker_create");
+  check_ucs(ucp_worker_get_efd(worker_, &efd_), "ucp_worker_get_efd");
+
+  ucp_address_t* addr = nullptr;
+  size_t addr_len = 0;
+  check_ucs(ucp_worker_get_address(worker_, &addr, &addr_len), "ucp_worker_get_address");
+  std::string mine = identity() + "\n";
+  mine.append(reinterpret_cast<const char*>(addr), addr_len);
+  ucp_worker_release_address(worker_, addr);
+  store_->set(prefix_ + "/peer/" + std::to_string(rank_), mine);
+
+  const std::string me = identity();
+  std::istringstream mis(me);
+  std::string my_pid, my_start, my_host, my_boot, my_ns;
+  mis >> my_pid >> my_start >> my_host >> my_boot >> my_ns;
+  peers_.resize(size_t(size_));
+  eps_.assign(size_t(size_), nullptr);
+  int local = 0;
+  for (int r = 0; r < size_; ++r) {
+    std::string v = r == rank_ ? mine : store_->get(prefix_ + "/peer/" + std::to_string(r));
+    size_t nl = v.find('\n');
+    DT_CHECK_ARG(nl != std::string::npos, "UCX rendezvous: malformed entry of rank ", r, " in the store");
+    std::istringstream is(v.substr(0, nl));
+    std::string host, boot, ns;
+    PeerInfo& p = peers_[size_t(r)];
+    is >> p.pid >> p.start_time >> host >> boot >> ns;
+    p.host = host;
+    p.same_host = host == my_host && boot == my_boot && ns == my_ns;
+    if (p.same_host) ++local;
+    if (r == rank_) continue;
+    if (p.same_host) register_cma_peer(pid_t(p.pid));
+    ucp_ep_params_t ep;
+    std::memset(&ep, 0, sizeof(ep));
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    std::string remote = v.substr(nl + 1);
+    ep.address = reinterpret_cast<const ucp_address_t*>(remote.data());
+    check_ucs(ucp_ep_create(worker_, &ep, &eps_[size_t(r)]), "ucp_ep_create");
+  }
+
+  // A waiting caller polls the worker (as MPI does: on shared cores a sleeping process loses its turn and comes back
+  // milliseconds later) for up to DT_UCX_SPIN_US after the last progress, yielding the core between polls when the
+  // ranks on this host outnumber its cores, then sleeps on the event descriptor.
+  const int cpus = online_cpus();
+  int64_t spin_us = 50000;
+  if (const char* e = std::getenv("DT_UCX_SPIN_US"); e != nullptr && *e) spin_us = std::max(0L, std::atol(e));
+  spin_ = std::chrono::microseconds(spin_us);
+  yield_ = local > cpus;
+  if (const char* e = std::getenv("DT_UCX_STALL_MS"); e != nullptr && *e)
+    stall_threshold_ = std::chrono::milliseconds(std::max(1L, std::atol(e)));
+
+  abort_recv_ = std::make_unique<AbortRecv>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    poll_abort_locked();
+  }
+
+  kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (kick_fd_ < 0 || epfd_ < 0) DT_THROW(SystemError, "UCX worker: eventfd/epoll_create1 failed: ", strerror(errno));
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = efd_;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, efd_, &ev) != 0)
+    DT_THROW(SystemError, "UCX worker: epoll_ctl(worker efd) failed: ", strerror(errno));
+  ev.data.fd = kick_fd_;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, kick_fd_, &ev) != 0)
+    DT_THROW(SystemError, "UCX worker: epoll_ctl(eventfd) failed: ", strerror(errno));
+
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    static bool registered = [] {
+      std::atexit(stop_all_progress_threads);
+      return true;
+    }();
+    (void)registered;
+    live_workers().push_back(this);
+  }
+  thread_ = std::thread([this] { thread_main(); });
+  DT_LOG_INFO("UCX worker up: rank ", rank_, "/", size_, ", ", local, " rank(s) on this host, spin ", spin_us, " us");
+}
+
+void UcxWorker::stop_thread() {
+  stop_.store(true);
+  kick();
+  if (thread_.joinable()) {
+    if (thread_.get_id() == std::this_thread::get_id())
+      thread_.detach();
+    else
+      thread_.join();
+  }
+}
+
+UcxWorker::~UcxWorker() {
+  {
+    std::lock_guard<std::mutex> lock(g_live_mu);
+    auto& v = live_workers();
+    v.erase(std::remove(v.begin(), v.end(), this), v.end());
+  }
+  stop_thread();
+  std::vector<std::shared_ptr<UcxOp>> keep;  // ops stay alive until UCX is gone (callbacks point into them)
+  if (worker_ != nullptr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto running = running_;
+    // Queued calls too: their communicator state and ops hold each other until the queue is cleared.
+    for (auto& wc : comms_)
+      if (auto c = wc.lock()) {
+        for (auto& op : c->queue)
+          if (std::find(running.begin(), running.end(), op) == running.end()) running.push_back(op);
+        c->queue.clear();
+      }
+    for (auto& op : running)
+      op->abort(make_error(ErrorCode::kRemoteError,
+                           op->description() + ": the communicator was destroyed while this call was in flight"));
+    keep = std::move(zombies_);
+    for (auto& op : running) keep.push_back(op);
+    running_.clear();
+    dirty_.clear();
+    if (abort_recv_ && abort_recv_->request != nullptr) ucp_request_cancel(worker_, abort_recv_->request);
+    for (int i = 0; i < 100 && ucp_worker_progress(worker_); ++i) {
+    }
+    // Close the endpoints (flushing what is in flight), giving up after a second: a dead peer never answers.
+    std::vector<void*> closing;
+    for (ucp_ep_h ep : eps_) {
+      if (ep == nullptr) continue;
+      ucp_request_param_t p;
+      std::memset(&p, 0, sizeof(p));
+      void* r = ucp_ep_close_nbx(ep, &p);
+      if (UCS_PTR_IS_PTR(r)) closing.push_back(r);
+    }
+    auto deadline = Clock::now() + std::chrono::seconds(1);
+    for (void* r : closing) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < deadline) ucp_worker_progress(worker_);
+      if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+    }
+    if (abort_recv_ && abort_recv_->request != nullptr) ucp_request_free(abort_recv_->request);
+    for (auto& a : abort_sends_)
+      if (a->request != nullptr) ucp_request_free(a->request);
+    ucp_worker_destroy(worker_);
+    worker_ = nullptr;
+  }
+  if (context_ != nullptr) ucp_cleanup(context_);
+  if (epfd_ >= 0) close(epfd_);
+  if (kick_fd_ >= 0) close(kick_fd_);
+}
+
+// ---- engine ----
+
+void UcxWorker::register_comm(const std::shared_ptr<CommState>& comm) {
+  comms_.erase(std::remove_if(comms_.begin(), comms_.end(), [](const auto& w) { return w.expired(); }), comms_.end());
+  comms_.push_back(comm);
+}
+
+void UcxWorker::submit_locked(const std::shared_ptr<UcxOp>& op) {
+  CommState& c = *op->comm();
+  const bool p2p = op->args().kind == CollectiveKind::kSend || op->args().kind == CollectiveKind::kRecv;
+  if (p2p) {
+    running_.push_back(op);
+    op->start();
+    return;
+  }
+  c.queue.push_back(op);
+  if (c.queue.size() == 1) {
+    running_.push_back(op);
+    op->start();
+  }
+}
+
+void UcxWorker::mark_dirty(UcxOp* op) {
+  if (op->dirty) return;
+  op->dirty = true;
+  dirty_.push_back(op->shared_from_this());
+}
+
+void UcxWorker::op_done_locked(UcxOp* op) {
+  auto it = std::find_if(running_.begin(), running_.end(), [op](const auto& p) { return p.get() == op; });
+  std::shared_ptr<UcxOp> self;
+  if (it != running_.end()) {
+    self = *it;
+    running_.erase(it);
+  } else {
+    self = op->shared_from_this();
+  }
+  if (op->has_outstanding_requests()) zombies_.push_back(self);
+  CommState& c = *op->comm();
+  if (!c.queue.empty() && c.queue.front().get() == op) {
+    c.queue.pop_front();
+    // Start the next call of this communicator (one that finishes at once pops itself and starts the next).
+    while (!c.queue.empty() && !c.queue.front()->started()) {
+      auto next = c.queue.front();
+      running_.push_back(next);
+      next->start();
+    }
+  }
+}
+
+std::string UcxWorker::peer_name(const CommState& comm, int group_rank) const {
+  if (group_rank < 0 || group_rank >= int(comm.members.size())) return "rank " + std::to_string(group_rank);
+  const int g = comm.members[size_t(group_rank)];
+  const PeerInfo& p = peers_[size_t(g)];
+  std::ostringstream os;
+  os << "rank " << group_rank;
+  if (comm.id != 0)
+    os << " (global rank " << g << ", pid " << p.pid << " on " << p.host << ")";
+  else
+    os << " (pid " << p.pid << " on " << p.host << ")";
+  return os.str();
+}
+
+std::exception_ptr UcxWorker::dead_member_error(const CommState& comm, const std::string& what) const {
+  for (int r = 0; r < comm.size; ++r) {
+    const PeerInfo& p = peers_[size_t(comm.members[size_t(r)])];
+    if (!p.dead.empty())
+      return make_error(ErrorCode::kRemoteError, str_cat(what, ": ", peer_name(comm, r), " died earlier: ", p.dead));
+  }
+  return nullptr;
+}
+
+void UcxWorker::fail_comm_locked(CommState& comm, ErrorCode code, const std::string& reason, bool notify,
+                                 UcxOp* origin) {
+  std::string full_reason = reason;
+  if (origin != nullptr) full_reason = origin->description() + ": " + reason;
+  if (!comm.failed) {
+    comm.failed = true;
+    comm.failed_code = code;
+    comm.failed_reason = full_reason;
+  }
+  std::vector<std::shared_ptr<UcxOp>> victims;
+  for (auto& op : running_)
+    if (op->comm().get() == &comm) victims.push_back(op);
+  for (auto& op : comm.queue)
+    if (std::find(victims.begin(), victims.end(), op) == victims.end()) victims.push_back(op);
+  comm.queue.clear();
+  for (auto& op : victims) {
+    if (op.get() == origin) {
+      op->abort(make_error(code, full_reason));
+    } else if (op->started()) {
+      op->abort(make_error(code, origin != nullptr ? str_cat(op->description(), ": failed because ", full_reason)
+                                                   : str_cat(op->description(), ": ", reason)));
+    } else {
+      op->abort(make_error(code, str_cat(op->description(), ": not run because an earlier call failed: ",
+                                         origin != nullptr ? full_reason : reason)));
+    }
+  }
+  if (notify) send_abort_locked(comm, full_reason);
+  DT_LOG_DEBUG("UCX ", comm.name, " failed: ", full_reason);
+}
+
+void UcxWorker::send_abort_locked(const CommState& comm, const std::string& text) {
+  std::string payload = std::to_string(comm.id) + "\n" + text;
+  if (payload.size() > AbortRecv::kMax) payload.resize(AbortRecv::kMax);
+  for (int r = 0; r < comm.size; ++r) {
+    const int g = comm.members[size_t(r)];
+    if (g == rank_ || !peers_[size_t(g)].dead.empty()) continue;
+    auto a = std::make_unique<AbortSend>();
+    a->payload = payload;
+    ucp_request_param_t p;
+    std::memset(&p, 0, sizeof(p));
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+    p.cb.send = abort_send_cb;
+    p.user_data = a.get();
+    p.datatype = ucp_dt_make_contig(1);
+    void* r2 = ucp_tag_send_nbx(eps_[size_t(g)], a->payload.data(), a->payload.size(),
+                                make_tag(kAbortKind, 0, 0, uint32_t(rank_), 0), &p);
+    if (UCS_PTR_IS_PTR(r2)) {
+      a->request = r2;
+      abort_sends_.push_back(std::move(a));
+    }
+  }
+}
+
+void UcxWorker::abort_send_cb(void* /*request*/, ucs_status_t /*status*/, void* user_data) {
+  static_cast<AbortSend*>(user_data)->done = true;
+}
+
+void UcxWorker::abort_recv_cb(void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                              void* user_data) {
+  auto* a = static_cast<AbortRecv*>(user_data);
+  a->done = true;
+  a->status = status;
+  if (info != nullptr) a->info = *info;
+}
+
+bool UcxWorker::poll_abort_locked() {
+  bool got = false;
+  for (;;) {
+    AbortRecv& a = *abort_recv_;
+    if (a.posted && !a.done) return got;
+    if (a.posted && a.done) {
+      if (a.request != nullptr) ucp_request_free(a.request);
+      a.request = nullptr;
+      a.posted = false;
+      if (a.status == UCS_OK) {
+        got = true;
+        handle_abort_locked(std::string(a.buf, std::min(a.info.length, AbortRecv::kMax)),
+                            int(tag_src(a.info.sender_tag)));
+      } else if (a.status == UCS_ERR_CANCELED) {
+        return got;
+      }
+    }
+    if (stop_.load()) return got;
+    a.done = false;
+    a.info = {};
+    ucp_request_param_t p;
+    std::memset(&p, 0, sizeof(p));
+    // No immediate completion (see UcxOp::post): the callback reports the sender and the length.
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
+                     UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    p.cb.recv = abort_recv_cb;
+    p.user_data = &a;
+    p.datatype = ucp_dt_make_contig(1);
+    void* r = ucp_tag_recv_nbx(worker_, a.buf, AbortRecv::kMax, make_tag(kAbortKind, 0, 0, 0, 0), kKindMask, &p);
+    if (UCS_PTR_IS_ERR(r) || r == nullptr) {
+      DT_LOG_WARN("UCX: cannot post the abort-channel receive: ", ucs_status_string(UCS_PTR_STATUS(r)));
+      return got;
+    }
+    a.posted = true;
+    a.request = r;
+  }
+}
+
+void UcxWorker::handle_abort_locked(const std::string& message, int from) {
+  size_t nl = message.find('\n');
+  if (nl == std::string::npos) return;
+  const uint32_t id = uint32_t(std::strtoul(message.substr(0, nl).c_str(), nullptr, 10));
+  const std::string text = message.substr(nl + 1);
+  for (auto& w : comms_) {
+    auto c = w.lock();
+    if (!c || c->id != id || c->failed) continue;
+    auto it = std::find(c->members.begin(), c->members.end(), from);
+    if (it == c->members.end()) continue;
+    const int r = int(it - c->members.begin());
+    fail_comm_locked(*c, ErrorCode::kRemoteError, str_cat(peer_name(*c, r), " reported: ", text), false);
+  }
+}
+
+void UcxWorker::reap_locked() {
+  if (!zombies_.empty())
+    zombies_.erase(std::remove_if(zombies_.begin(), zombies_.end(),
+                                  [](const auto& op) { return !op->has_outstanding_requests(); }),
+                   zombies_.end());
+  if (!abort_sends_.empty())
+    abort_sends_.erase(std::remove_if(abort_sends_.begin(), abort_sends_.end(),
+                                      [](const auto& a) {
+                                        if (!a->done) return false;
+                                        if (a->request != nullptr) ucp_request_free(a->request);
+                                        return true;
+                                      }),
+                       abort_sends_.end());
+}
+
+void UcxWorker::advance_dirty_locked(Clock::time_point now) {
+  while (!dirty_.empty()) {
+    std::vector<std::shared_ptr<UcxOp>> batch;
+    batch.swap(dirty_);
+    for (auto& op : batch) {
+      op->dirty = false;
+      op->advance(now);
+    }
+  }
+}
+
+bool UcxWorker::progress_locked(Clock::time_point now) {
+  bool moved = false;
+  for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) moved = true;
+  if (handle_cma_failures_locked()) moved = true;
+  if (abort_recv_->done && poll_abort_locked()) moved = true;
+  if (!dirty_.empty()) {
+    moved = true;
+    advance_dirty_locked(now);
+  }
+  reap_locked();
+  check_health_locked(now);
+  return moved;
+}
+
+void UcxWorker::check_health_locked(Clock::time_point now) {
+  if (running_.empty() || now < next_health_) return;
+  next_health_ = now + std::chrono::milliseconds(100);
+  bool stalled = false;
+  auto running = running_;
+  for (auto& op : running) {
+    if (op->finished()) continue;
+    if (now > op->deadline()) {
+      op->fail(ErrorCode::kTimeout, str_cat("did not complete within ", op->timeout().count() / 1000.0,
+                                            " s; still waiting for: ", op->pending_summary()));
+      continue;
+    }
+    if (now - op->last_progress() >= stall_threshold_) stalled = true;
+  }
+  if (stalled && now >= next_liveness_) {
+    next_liveness_ = now + std::chrono::milliseconds(500);
+    check_peers_locked();
+  }
+}
+
+void UcxWorker::check_peers_locked() {
+  std::vector<int> newly_dead;
+  for (int g = 0; g < size_; ++g) {
+    PeerInfo& p = peers_[size_t(g)];
+    if (g == rank_ || !p.same_host || !p.dead.empty()) continue;
+    std::string why = process_dead_reason(p.pid, p.start_time);
+    if (!why.empty()) {
+      p.dead = why;
+      any_dead_ = true;
+      newly_dead.push_back(g);
+      DT_LOG_WARN("UCX: rank ", g, " (pid ", p.pid, ") died: ", why);
+    }
+  }
+  fail_dead_peers_locked(newly_dead);
+}
+
+bool UcxWorker::handle_cma_failures_locked() {
+  if (!cma_peer_failure_pending()) return false;
+  std::vector<int> newly_dead;
+  for (pid_t pid : take_cma_peer_failures())
+    for (int g = 0; g < size_; ++g) {
+      PeerInfo& p = peers_[size_t(g)];
+      if (g == rank_ || !p.same_host || p.pid != int64_t(pid) || !p.dead.empty()) continue;
+      p.dead = "its process " + std::to_string(pid) + " is gone (a copy from its memory failed)";
+      any_dead_ = true;
+      newly_dead.push_back(g);
+      DT_LOG_WARN("UCX: rank ", g, " (pid ", pid, ") died: ", p.dead);
+    }
+  if (newly_dead.empty()) return false;
+  fail_dead_peers_locked(newly_dead);
+  return true;
+}
+
+void UcxWorker::fail_dead_peers_locked(const std::vector<int>& newly_dead) {
+  if (newly_dead.empty()) return;
+  auto running = running_;
+  for (auto& op : running) {
+    if (op->finished()) continue;
+    CommState& c = *op->comm();
+    for (int g : newly_dead) {
+      auto it = std::find(c.members.begin(), c.members.end(), g);
+      if (it == c.members.end()) continue;
+      const int r = int(it - c.members.begin());
+      fail_comm_locked(c, ErrorCode::kRemoteError,
+                       str_cat(peer_name(c, r), " died (", peers_[size_t(g)].dead, ") while this call was pending"),
+                       true);
+      break;
+    }
+  }
+}
+
+// ---- driving progress ----
+
+void UcxWorker::drive(UcxWork& work, bool may_block) {
+  const auto now = Clock::now();
+  drivers_.fetch_add(1);
+  last_drive_ns_.store(ns_of(now));
+  struct Leave {
+    std::atomic<int>& d;
+    ~Leave() { d.fetch_sub(1); }
+  } leave{drivers_};
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    sched_yield();
+    return;
+  }
+  const bool moved = progress_locked(now);
+  if (work.done()) return;
+  if (moved) {
+    work.last_moved = now;
+    return;
+  }
+  if (work.last_moved == Clock::time_point{}) work.last_moved = now;
+  if (!may_block || now - work.last_moved < spin_) {
+    lock.unlock();
+    if (yield_) sched_yield();
+    return;
+  }
+  // Nothing happened for a while: sleep on the worker's event descriptor (at most 1 ms, to recheck deadlines).
+  const ucs_status_t s = ucp_worker_arm(worker_);
+  lock.unlock();
+  if (s == UCS_OK) {
+    pollfd p{efd_, POLLIN, 0};
+    poll(&p, 1, 1);
+  }
+}
+
+void UcxWorker::kick() {
+  // Only a progress thread asleep in epoll needs the nudge: one standing down for a driver runs a full progress
+  // pass before it sleeps again (thread_sleeping_ is raised before that pass, see thread_main).
+  if (kick_fd_ < 0 || !thread_sleeping_.load()) return;
+  uint64_t one = 1;
+  ssize_t n = write(kick_fd_, &one, sizeof(one));
+  (void)n;
+}
+
+void UcxWorker::thread_main() {
+  epoll_event evs[4];
+  while (!stop_.load()) {
+    if (drivers_.load() > 0 || now_ns() - last_drive_ns_.load() < 2'000'000) {
+      // A caller is driving progress: stay out of its way.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
+    // Raised before the last progress pass: work submitted after this pass sees it and kicks.
+    thread_sleeping_.store(true);
+    bool pending = false;
+    ucs_status_t s;
+    {
+      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+      if (!lock.owns_lock()) {
+        thread_sleeping_.store(false);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
+      progress_locked(Clock::now());
+      pending = !running_.empty();
+      s = ucp_worker_arm(worker_);
+    }
+    if (s == UCS_ERR_BUSY || stop_.load()) {
+      thread_sleeping_.store(false);
+      continue;
+    }
+    int n = epoll_wait(epfd_, evs, 4, pending ? 100 : 1000);
+    thread_sleeping_.store(false);
+    for (int i = 0; i < n; ++i) {
+      if (evs[i].data.fd == kick_fd_) {
+        uint64_t v;
+        ssize_t r = read(kick_fd_, &v, sizeof(v));
+        (void)r;
+      }
+    }
+  }
+}
+
+}  // namespace dt::ucx

@@ -1,0 +1,258 @@
+#include "dtensor/dtensor.h"
+
+#include <sstream>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "dtensor/redistribute/executor.h"
+#include "placement/layout.h"
+#include "placement/planner.h"
+
+namespace dt {
+
+namespace {
+
+constexpr int64_t kMaxDims = 16;
+
+ShardingSpec make_spec(std::vector<Placement> placements, const ShardOrder& order, int64_t ndim,
+                       const DeviceMesh& mesh) {
+  DT_CHECK_ARG(int64_t(placements.size()) == mesh.ndim(), placements.size(), " placements given (",
+               to_string(placements), ") for ", mesh.to_string(), " which has ", mesh.ndim(),
+               " dims: give one placement per mesh dim");
+  ShardingSpec spec(normalize_placements(std::move(placements), ndim), order);
+  spec.check_tensor_ndim(ndim);
+  return spec;
+}
+
+// This rank's block of `full` (a contiguous copy), with Partial dims filled by the exact local rule.
+Tensor local_block(const Tensor& full, const DeviceMesh& mesh, const ShardingSpec& spec) {
+  std::vector<IndexRange> ranges = local_ranges(full.shape(), mesh.shape(), spec, mesh.coordinate());
+  Tensor v = full;
+  for (size_t d = 0; d < ranges.size(); ++d) v = v.narrow(int64_t(d), ranges[d].begin, ranges[d].size());
+  Tensor out = v.to(mesh.device()).clone();
+  for (int64_t m = 0; m < spec.mesh_ndim(); ++m) {
+    if (!is_partial(spec[m]) || mesh.coordinate()[size_t(m)] == 0) continue;
+    ReduceOp op = std::get<Partial>(spec[m]).op;
+    if (op == ReduceOp::kSum) out.fill_(0);
+    if (op == ReduceOp::kProduct) out.fill_(1);
+  }
+  return out;
+}
+
+Tensor empty_local(DType dtype, const DeviceMesh& mesh) { return Tensor::empty({0}, dtype, mesh.device()); }
+
+}  // namespace
+
+// ---- construction ----
+
+DTensor DTensor::from_local_unchecked(Tensor local, DeviceMesh mesh, ShardingSpec spec, Shape global_shape) {
+  return DTensor(std::move(local), std::move(mesh), std::move(spec), std::move(global_shape));
+}
+
+DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, std::vector<Placement> placements,
+                            std::optional<Shape> global_shape, const FromLocalOptions& options) {
+  DT_CHECK_ARG(local.defined(), "from_local: the local tensor is undefined");
+  DT_CHECK_ARG(local.dim() <= kMaxDims, "from_local: tensors of more than ", kMaxDims, " dims are not supported");
+  DT_CHECK_ARG(local.device() == mesh.device(), "from_local: the local tensor is on ", local.device(),
+               " but the mesh is on ", mesh.device());
+  ShardingSpec spec = make_spec(std::move(placements), options.shard_order, local.dim(), mesh);
+  DT_CHECK_ARG(mesh.is_member(), "from_local on rank ", mesh.global_rank(), " which is not part of ", mesh);
+  const MeshShape& ms = mesh.shape();
+  Tensor contiguous = local.contiguous();
+
+  if (global_shape && !options.run_check) {
+    DT_CHECK_ARG(int64_t(global_shape->size()) == local.dim(), "from_local: global shape ",
+                 shape_str(*global_shape), " has ", global_shape->size(), " dims but the local tensor has ",
+                 local.dim());
+    Shape want = local_shape(*global_shape, ms, spec, mesh.coordinate());
+    DT_CHECK_ARG(want == local.shape(), "from_local: rank ", mesh.global_rank(), " at coordinate ",
+                 shape_str(mesh.coordinate()), " passed a local tensor of shape ", shape_str(local.shape()),
+                 " but global shape ", shape_str(*global_shape), " with placements ", spec.to_string(), " on ",
+                 ms.to_string(), " gives it ", shape_str(want));
+    return DTensor(contiguous, mesh, spec, *global_shape);
+  }
+
+  // Exchange every rank's (ndim, shape) to infer the global shape exactly and check every rank against it.
+  const int64_t n = ms.numel();
+  Tensor mine = Tensor::full({kMaxDims + 1}, -1, DType::i64);
+  mine.data<int64_t>()[0] = local.dim();
+  for (int64_t d = 0; d < local.dim(); ++d) mine.data<int64_t>()[d + 1] = local.size(d);
+  Tensor all = Tensor::empty({n * (kMaxDims + 1)}, DType::i64);
+  if (n > 1) {
+    Tensor dev_mine = mine.to(mesh.device()), dev_all = all.to(mesh.device());
+    mesh.mesh_comm()->all_gather(dev_mine, dev_all)->wait();
+    all = dev_all.to(Device::cpu());
+  } else {
+    all.copy_(mine);
+  }
+  const int64_t* a = all.data<int64_t>();
+  auto shape_of = [&](int64_t idx) {
+    const int64_t* p = a + idx * (kMaxDims + 1);
+    return Shape(p + 1, p + 1 + p[0]);
+  };
+  for (int64_t i = 0; i < n; ++i)
+    DT_CHECK_ARG(a[i * (kMaxDims + 1)] == local.dim(), "from_local: rank ", ms.ranks()[size_t(i)], " passed a ",
+                 a[i * (kMaxDims + 1)], "-d local tensor but rank ", mesh.global_rank(), " a ", local.dim(), "-d one");
+  Shape global = global_shape ? *global_shape : Shape(size_t(local.dim()), 0);
+  if (!global_shape) {
+    // A sharded dim's size is the sum over the coordinates that vary only along its splitters (they tile it);
+    // an unsharded dim's size is anyone's.
+    for (int64_t d = 0; d < local.dim(); ++d) {
+      const std::vector<int64_t>& split = spec.splitters(d);
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<int64_t> c = ms.coordinate_at_index(i);
+        bool base = true;
+        for (int64_t m = 0; m < ms.ndim(); ++m)
+          if (c[size_t(m)] != 0 && std::find(split.begin(), split.end(), m) == split.end()) base = false;
+        if (!base) continue;
+        if (split.empty()) {
+          global[size_t(d)] = shape_of(i)[size_t(d)];
+          break;
+        }
+        global[size_t(d)] += shape_of(i)[size_t(d)];
+      }
+    }
+  }
+  std::ostringstream bad;
+  int nbad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    Shape want = local_shape(global, ms, spec, ms.coordinate_at_index(i));
+    if (want != shape_of(i)) {
+      bad << (nbad++ ? "; " : "") << "rank " << ms.ranks()[size_t(i)] << " has " << shape_str(shape_of(i))
+          << ", expected " << shape_str(want);
+    }
+  }
+  DT_CHECK_ARG(nbad == 0, "from_local: local shapes are inconsistent with global shape ", shape_str(global),
+               " and placements ", spec.to_string(), " on ", ms.to_string(), ": ", bad.str());
+  return DTensor(contiguous, mesh, spec, global);
+}
+
+DTensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, std::vector<Placement> placements,
+                          const ShardOrder& shard_order, int64_t src_rank) {
+  if (src_rank < 0) {
+    DT_CHECK_ARG(full.defined(), "distribute_tensor: the full tensor is undefined");
+    ShardingSpec spec = make_spec(std::move(placements), shard_order, full.dim(), mesh);
+    if (!mesh.is_member()) return DTensor::from_local_unchecked(empty_local(full.dtype(), mesh), mesh, spec,
+                                                                full.shape());
+    return DTensor::from_local_unchecked(local_block(full, mesh, spec), mesh, spec, full.shape());
+  }
+  DT_CHECK_ARG(mesh.shape().contains(src_rank), "distribute_tensor: source rank ", src_rank, " is not part of ",
+               mesh);
+  if (!mesh.is_member())
+    DT_THROW(InvalidArgument, "distribute_tensor from rank ", src_rank, " called on rank ", mesh.global_rank(),
+             " which is not part of ", mesh);
+  // The source broadcasts (ndim, dtype, shape) and then the data over the mesh; every rank splits locally.
+  const CommunicatorPtr& comm = mesh.mesh_comm();
+  int root = int(mesh.shape().linear_index(mesh.shape().coordinate_of(src_rank)));
+  bool is_src = mesh.global_rank() == src_rank;
+  Tensor header = Tensor::full({kMaxDims + 2}, 0, DType::i64);
+  if (is_src) {
+    DT_CHECK_ARG(full.defined() && full.dim() <= kMaxDims, "distribute_tensor: the source's tensor is undefined "
+                 "or has more than ", kMaxDims, " dims");
+    header.data<int64_t>()[0] = full.dim();
+    header.data<int64_t>()[1] = int64_t(full.dtype());
+    for (int64_t d = 0; d < full.dim(); ++d) header.data<int64_t>()[d + 2] = full.size(d);
+  }
+  Tensor dev_header = header.to(mesh.device());
+  comm->broadcast(dev_header, root)->wait();
+  header = dev_header.to(Device::cpu());
+  const int64_t* h = header.data<int64_t>();
+  Shape shape(h + 2, h + 2 + h[0]);
+  DType dtype = DType(h[1]);
+  Tensor data = is_src ? full.to(mesh.device()).contiguous().clone() : Tensor::empty(shape, dtype, mesh.device());
+  comm->broadcast(data, root)->wait();
+  ShardingSpec spec = make_spec(std::move(placements), shard_order, int64_t(shape.size()), mesh);
+  return DTensor::from_local_unchecked(local_block(data, mesh, spec), mesh, spec, shape);
+}
+
+// ---- redistribution ----
+
+DTensor DTensor::redistribute(std::vector<Placement> placements, const ShardOrder& shard_order) const {
+  return redistribute(make_spec(std::move(placements), shard_order, dim(), mesh_));
+}
+
+DTensor DTensor::redistribute(const ShardingSpec& spec) const {
+  DT_CHECK_ARG(defined(), "redistribute of an undefined DTensor");
+  DT_CHECK_ARG(spec.mesh_ndim() == mesh_.ndim(), "redistribute: ", spec.mesh_ndim(), " placements for ", mesh_);
+  spec.check_tensor_ndim(dim());
+  if (!mesh_.is_member()) return DTensor(local_, mesh_, spec, shape_);
+  const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, spec);
+  DT_LOG_DEBUG("redistribute ", shape_str(shape_), " on ", mesh_.shape().to_string(), ": ", plan.to_string());
+  return DTensor(redistribute::run_plan(mesh_, shape_, plan, local_), mesh_, spec, shape_);
+}
+
+DTensor DTensor::redistribute(const DeviceMesh& mesh, std::vector<Placement> placements,
+                              const ShardOrder& shard_order) const {
+  DT_CHECK_ARG(defined(), "redistribute of an undefined DTensor");
+  if (mesh == mesh_) return redistribute(std::move(placements), shard_order);
+  ShardingSpec spec = make_spec(std::move(placements), shard_order, dim(), mesh);
+  Tensor out = redistribute::run_cross_mesh(mesh_, spec_, local_, mesh, spec, shape_, dtype());
+  return DTensor(out, mesh, spec, shape_);
+}
+
+struct RedistributeHandle::State {
+  std::unique_ptr<redistribute::PlanRun> run;
+  DTensor result_template;  // mesh, spec and shape of the result (local filled in by wait)
+  bool done = false;
+  DTensor result;
+};
+
+RedistributeHandle DTensor::redistribute_async(std::vector<Placement> placements,
+                                               const ShardOrder& shard_order) const {
+  DT_CHECK_ARG(defined(), "redistribute_async of an undefined DTensor");
+  ShardingSpec spec = make_spec(std::move(placements), shard_order, dim(), mesh_);
+  auto state = std::make_shared<RedistributeHandle::State>();
+  state->result_template = DTensor(local_, mesh_, spec, shape_);
+  if (!mesh_.is_member()) {
+    state->done = true;
+    state->result = state->result_template;
+  } else {
+    const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, spec);
+    DT_LOG_DEBUG("redistribute_async ", shape_str(shape_), ": ", plan.to_string());
+    state->run = std::make_unique<redistribute::PlanRun>(mesh_, shape_, plan, local_);
+  }
+  return RedistributeHandle(state);
+}
+
+DTensor RedistributeHandle::wait() {
+  DT_CHECK_ARG(state_ != nullptr, "wait() on an empty RedistributeHandle");
+  if (!state_->done) {
+    Tensor out = state_->run->finish();
+    const DTensor& t = state_->result_template;
+    state_->result = DTensor::from_local_unchecked(out, t.mesh(), t.spec(), t.shape());
+    state_->run.reset();
+    state_->done = true;
+  }
+  return state_->result;
+}
+
+bool RedistributeHandle::is_completed() const {
+  return state_ == nullptr || state_->done || state_->run->in_flight_completed();
+}
+
+Tensor DTensor::full_tensor() const {
+  DT_CHECK_ARG(defined(), "full_tensor of an undefined DTensor");
+  DT_CHECK_ARG(mesh_.is_member(), "full_tensor on rank ", mesh_.global_rank(), " which is not part of ", mesh_);
+  return redistribute(ShardingSpec::replicated(mesh_.ndim())).to_local();
+}
+
+// ---- inspection ----
+
+std::string DTensor::describe() const {
+  if (!defined()) return "DTensor(undefined)";
+  std::ostringstream os;
+  os << "DTensor(global shape " << shape_str(shape_) << ", " << dtype_name(dtype()) << ", placements "
+     << spec_.to_string() << ", mesh " << mesh_.shape().to_string() << " on " << mesh_.device();
+  if (mesh_.is_member())
+    os << ", rank " << mesh_.global_rank() << " at " << shape_str(mesh_.coordinate()) << " holds local shape "
+       << shape_str(local_.shape()) << " at offset "
+       << shape_str(global_offset(shape_, mesh_.shape(), spec_, mesh_.coordinate()));
+  else
+    os << ", rank " << mesh_.global_rank() << " is not in the mesh";
+  os << ")";
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const DTensor& t) { return os << t.describe(); }
+
+}  // namespace dt

@@ -1,0 +1,189 @@
+// embedding and cross_entropy rules. Both have a sharded-"vocabulary" path that masks what this rank does not own:
+// the row-sharded embedding table and the class-sharded logits of loss parallel.
+#include "dtensor/ops/embedding.h"
+
+#include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/loss.h"
+#include "dtensor/ops/rule_util.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/embedding.h"
+#include "kernels/ops/reduction.h"
+#include "kernels/ops/shape_ops.h"
+
+namespace dt {
+namespace ops::detail {
+namespace {
+
+using kernels::CompareOp;
+
+// (x < lo) or (x >= hi) for an i64 tensor, as bool.
+Tensor outside(const Tensor& x, int64_t lo, int64_t hi) {
+  Tensor below = kernels::compare_scalar(CompareOp::kLt, x, double(lo));
+  Tensor above = kernels::compare_scalar(CompareOp::kGe, x, double(hi));
+  return kernels::where(below, below, above);
+}
+
+OpRule embedding_rule() {
+  OpRule r;
+  r.name = "embedding";
+  r.input_names = {"ids", "weight"};
+  r.meta = [](const OpSchema& s) {
+    check_defined_input(s, 0, "ids");
+    check_defined_input(s, 1, "weight");
+    check_integer(s, 0, "ids");
+    const Shape& w = s.inputs[1].shape;
+    DT_CHECK_ARG(w.size() == 2, "dt::embedding: weight must be [num_embeddings, dim], got ", shape_str(w));
+    Shape out = s.inputs[0].shape;
+    out.push_back(w[1]);
+    return std::vector<OutputMeta>{{out, s.inputs[1].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    const int64_t n = s.inputs[0].ndim();
+    std::vector<DimStrategy> v{replicate_all(2, 1)};
+    for (int64_t d = 0; d < n; ++d) v.push_back(strategy({S(d)}, {S(d), R()}));
+    v.push_back(strategy({S(n)}, {R(), S(1)}));
+    v.push_back(strategy({P()}, {R(), S(0)}));
+    for (ReduceOp op : kAllReduceOps) v.push_back(strategy({P(op)}, {R(), P(op)}));
+    return v;
+  };
+  r.compute = [](const OpCall& c, const std::vector<Tensor>& in) {
+    const Tensor& ids = in[0];
+    const Tensor& w = in[1];
+    if (c.mesh_dims_sharding(1, 0).empty()) return std::vector<Tensor>{kernels::embedding(w, ids)};
+    // Row-sharded table: this rank owns rows [begin, end) of the global table.
+    const int64_t vocab = c.schema.inputs[1].shape[0];
+    Tensor id64 = to_dtype(ids, DType::i64);
+    const int64_t bad = count_true(outside(id64, 0, vocab));
+    DT_CHECK_ARG(bad == 0, "dt::embedding: ", bad, " ids are outside [0, ", vocab, ") (the table has ", vocab,
+                 " rows)");
+    const IndexRange rows = c.input_ranges(1)[0];
+    if (rows.empty() || ids.numel() == 0)
+      return std::vector<Tensor>{Tensor::zeros(c.output_local_shape(0), w.dtype(), w.device())};
+    Tensor shifted = kernels::sub_scalar(id64, double(rows.begin));
+    Tensor foreign = outside(shifted, 0, rows.size());
+    Tensor out = kernels::embedding(w, kernels::masked_fill(shifted, foreign, 0));
+    return std::vector<Tensor>{kernels::masked_fill(out, foreign.unsqueeze(-1), 0)};
+  };
+  return r;
+}
+
+OpRule cross_entropy_rule() {
+  OpRule r;
+  r.name = "cross_entropy";
+  r.input_names = {"logits", "targets"};
+  r.meta = [](const OpSchema& s) {
+    check_defined_input(s, 0, "logits");
+    check_defined_input(s, 1, "targets");
+    check_floating(s, 0, "logits");
+    check_integer(s, 1, "targets");
+    const Shape& l = s.inputs[0].shape;
+    DT_CHECK_ARG(!l.empty(), "dt::cross_entropy: logits need a class dim (the last), got a 0-d tensor");
+    const Shape lead(l.begin(), l.end() - 1);
+    DT_CHECK_ARG(s.inputs[1].shape == lead, "dt::cross_entropy: targets must have the logits' leading shape ",
+                 shape_str(lead), " (logits ", shape_str(l), " with classes last), got ", shape_str(s.inputs[1].shape));
+    const auto red = LossReduction(s.params.get_int("reduction"));
+    return std::vector<OutputMeta>{{red == LossReduction::kNone ? lead : Shape{}, s.inputs[0].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    const int64_t last = s.inputs[0].ndim() - 1;
+    const bool none = LossReduction(s.params.get_int("reduction")) == LossReduction::kNone;
+    std::vector<DimStrategy> v{replicate_all(2, 1)};
+    for (int64_t d = 0; d < last; ++d) v.push_back(strategy({none ? S(d) : P()}, {S(d), S(d)}));
+    v.push_back(strategy({R()}, {S(last), R()}));  // loss parallel
+    return v;
+  };
+  // Loss parallel's own all-reduces move O(rows) values where gathering the logits moves O(rows x classes). They
+  // are priced by bandwidth only: their latency replaces the all-gather's, and charging it would make small shapes
+  // gather the logits, which loss parallel exists to avoid.
+  r.extra_cost = [](const OpSchema& s, const std::vector<OutputMeta>&, const OpStrategy& st) {
+    const ShardingSpec& spec = st.inputs[0];
+    const int64_t last = s.inputs[0].ndim() - 1;
+    int64_t rows = shape_numel(s.inputs[1].shape);
+    for (int64_t m = 0; m < spec.mesh_ndim(); ++m)
+      if (is_shard(spec[m]) && !is_shard(spec[m], last)) rows = ceil_div(rows, s.mesh.size(m));
+    const CostModel model;
+    double cost = 0;
+    for (int64_t m = 0; m < spec.mesh_ndim(); ++m) {
+      const int64_t n = s.mesh.size(m);
+      if (is_shard(spec[m], last))
+        cost += model.beta * double(2 * (n - 1) * (ceil_div(rows, n) + ceil_div(2 * rows, n)) * 4);
+    }
+    return cost;
+  };
+  r.compute = [](const OpCall& c, const std::vector<Tensor>& in) {
+    const Tensor& logits = in[0];
+    const Tensor& targets = in[1];
+    const int64_t last = logits.dim() - 1;
+    const int64_t ignore = c.params().get_int("ignore_index");
+    const auto red = LossReduction(c.params().get_int("reduction"));
+    const std::vector<int64_t> class_dims = c.mesh_dims_sharding(0, last);
+    std::vector<int64_t> row_dims;
+    const ShardingSpec& spec = c.input_spec(0);
+    for (int64_t m = 0; m < spec.mesh_ndim(); ++m)
+      if (is_shard(spec[m]) && !is_shard(spec[m], last)) row_dims.push_back(m);
+    if (class_dims.empty() && row_dims.empty())
+      return std::vector<Tensor>{kernels::cross_entropy(logits, targets, ignore, red).loss};
+
+    const DType dtype = logits.dtype();
+    const DType acc = dtype == DType::f64 ? DType::f64 : DType::f32;
+    const Device dev = logits.device();
+    const int64_t rows = targets.numel();
+    Tensor t = reshape_rowmajor(to_dtype(targets, DType::i64), {rows});
+    Tensor row_loss;  // [rows] in acc, 0 for ignored rows
+    if (class_dims.empty()) {
+      row_loss = reshape_rowmajor(
+          to_dtype(kernels::cross_entropy(logits, targets, ignore, LossReduction::kNone).loss, acc), {rows});
+    } else {
+      // Loss parallel: a distributed log-softmax over the class-sharded mesh dims; the logits stay where they are.
+      const int64_t classes = c.schema.inputs[0].shape[size_t(last)];
+      Tensor bad = outside(t, 0, classes);
+      Tensor counted = kernels::compare_scalar(CompareOp::kNe, t, double(ignore));
+      const int64_t nbad = count_true(kernels::where(counted, bad, counted));
+      DT_CHECK_ARG(nbad == 0, "dt::cross_entropy: ", nbad, " targets are outside [0, ", classes,
+                   ") and are not ignore_index ", ignore);
+      const IndexRange cls = c.input_ranges(0)[size_t(last)];
+      Tensor x = reshape_rowmajor(to_dtype(logits, acc), {rows, cls.size()});
+      Tensor mx =
+          (cls.size() > 0 && rows > 0) ? kernels::amax(x, {1}) : identity_tensor({rows}, acc, dev, ReduceOp::kMax);
+      if (rows > 0)
+        for (int64_t m : class_dims) c.mesh.comm(m)->all_reduce(mx, ReduceOp::kMax)->wait();
+      Tensor shifted = kernels::sub(x, mx.unsqueeze(1));
+      Tensor sum_exp = kernels::sum(kernels::exp(shifted), {1});
+      Tensor cols = kernels::arange(cls.size(), DType::i64, dev);
+      Tensor hit = kernels::eq(kernels::sub_scalar(t, double(cls.begin)).unsqueeze(1), cols.unsqueeze(0));
+      Tensor zero = Tensor::zeros({}, acc).to(dev);
+      Tensor target_logit = kernels::sum(kernels::where(hit, shifted, zero), {1});  // x[t] - max, 0 elsewhere
+      Tensor pack = kernels::stack({sum_exp, target_logit}, 0);
+      if (rows > 0)
+        for (int64_t m : class_dims) c.mesh.comm(m)->all_reduce(pack, ReduceOp::kSum)->wait();
+      row_loss = kernels::sub(kernels::log(pack.select(0, 0)), pack.select(0, 1));  // lse - x[t]
+      row_loss = kernels::masked_fill(row_loss, kernels::compare_scalar(CompareOp::kEq, t, double(ignore)), 0);
+    }
+    if (red == LossReduction::kNone)
+      return std::vector<Tensor>{reshape_rowmajor(to_dtype(row_loss, dtype), targets.shape())};
+    Tensor total = kernels::sum(row_loss);
+    if (red == LossReduction::kSum) return std::vector<Tensor>{to_dtype(total, dtype)};
+    // kMean: divide by the global number of counted targets (one all-reduce over the row-sharded mesh dims).
+    Tensor count =
+        reshape_rowmajor(to_dtype(kernels::sum(kernels::compare_scalar(CompareOp::kNe, t, double(ignore))), acc), {1});
+    for (int64_t m : row_dims) c.mesh.comm(m)->all_reduce(count, ReduceOp::kSum)->wait();
+    return std::vector<Tensor>{to_dtype(kernels::div(total, reshape_rowmajor(count, {})), dtype)};
+  };
+  return r;
+}
+
+}  // namespace
+
+void register_embedding_rules(std::vector<OpRule>& rules) { rules.push_back(embedding_rule()); }
+void register_loss_rules(std::vector<OpRule>& rules) { rules.push_back(cross_entropy_rule()); }
+
+}  // namespace ops::detail
+
+DTensor embedding(const DTensor& ids, const DTensor& weight) { return ops::dispatch_one("embedding", {ids, weight}); }
+
+DTensor cross_entropy(const DTensor& logits, const DTensor& targets, int64_t ignore_index, LossReduction reduction) {
+  return ops::dispatch_one("cross_entropy", {logits, targets},
+                           ops::OpParams().set("ignore_index", ignore_index).set("reduction", int64_t(reduction)));
+}
+
+}  // namespace dt

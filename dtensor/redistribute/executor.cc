@@ -1,0 +1,46 @@
+#include "dtensor/redistribute/executor.h"
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace dt::redistribute {
+
+PlanRun::PlanRun(DeviceMesh mesh, Shape global, const Plan& plan, Tensor input)
+    : mesh_(std::move(mesh)), global_(std::move(global)), plan_(&plan), current_(input.contiguous()) {
+  if (!plan_->steps.empty()) issue(0);
+}
+
+void PlanRun::issue(size_t i) {
+  const PlanStep& step = plan_->steps[i];
+  if (is_collective(step.kind) && mesh_.size(step.mesh_dim) == 1) {
+    // A group of one: the collective is the identity (the local block does not change), so issue nothing.
+    Tensor same = current_;
+    pending_ = PendingStep{nullptr, [same]() { return same; }};
+    has_pending_ = true;
+    next_ = i + 1;
+    return;
+  }
+  StepContext ctx{mesh_, global_, step, current_};
+  pending_ = find_transition(step).start(ctx);
+  has_pending_ = true;
+  next_ = i + 1;
+}
+
+bool PlanRun::in_flight_completed() const { return !has_pending_ || !pending_.work || pending_.work->is_completed(); }
+
+Tensor PlanRun::finish() {
+  while (has_pending_) {
+    if (pending_.work) pending_.work->wait();
+    current_ = pending_.finish();
+    has_pending_ = false;
+    pending_ = {};
+    if (next_ < plan_->steps.size()) issue(next_);
+  }
+  return current_;
+}
+
+Tensor run_plan(const DeviceMesh& mesh, const Shape& global, const Plan& plan, const Tensor& input) {
+  return PlanRun(mesh, global, plan, input).finish();
+}
+
+}  // namespace dt::redistribute

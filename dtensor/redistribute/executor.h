@@ -1,0 +1,36 @@
+// Runs a redistribution plan on this rank: each planner step through its transition (registry.cc).
+#pragma once
+
+#include <memory>
+
+#include "dtensor/redistribute/transition.h"
+
+namespace dt::redistribute {
+
+// A plan in progress: the first step is issued by start(); finish() completes it and runs the remaining steps.
+class PlanRun {
+ public:
+  PlanRun(DeviceMesh mesh, Shape global, const Plan& plan, Tensor input);
+  bool in_flight_completed() const;
+  Tensor finish();
+
+ private:
+  void issue(size_t step_index);
+  DeviceMesh mesh_;
+  Shape global_;
+  const Plan* plan_;  // owned by the process-wide plan cache
+  Tensor current_;
+  size_t next_ = 0;
+  PendingStep pending_;
+  bool has_pending_ = false;
+};
+
+// Runs `plan` synchronously.
+Tensor run_plan(const DeviceMesh& mesh, const Shape& global, const Plan& plan, const Tensor& input);
+
+// Cross-mesh redistribution (cross_mesh.cc): `local` is this rank's block of (src_mesh, src_spec) (empty on
+// non-members). Returns this rank's block of (dst_mesh, dst_spec) (empty on non-members of dst_mesh).
+Tensor run_cross_mesh(const DeviceMesh& src_mesh, const ShardingSpec& src_spec, const Tensor& local,
+                      const DeviceMesh& dst_mesh, const ShardingSpec& dst_spec, const Shape& global, DType dtype);
+
+}  // namespace dt::redistribute

@@ -1,0 +1,17 @@
+// R -> S(d) along one mesh dim: keep chunk i of the local block along d (no communication).
+#include "dtensor/redistribute/transitions.h"
+
+namespace dt::redistribute {
+
+bool LocalSliceTransition::is_suitable(const PlanStep& step) const { return step.kind == StepKind::kLocalSlice; }
+
+PendingStep LocalSliceTransition::start(const StepContext& c) const {
+  const int64_t d = c.step.to_tensor_dim, me = c.my_index();
+  int64_t off = 0;
+  for (int64_t i = 0; i < me; ++i) off += c.member_shape_after(i)[size_t(d)];
+  Tensor out = c.input.narrow(d, off, c.output_shape()[size_t(d)]).contiguous();
+  if (out.shares_storage_with(c.input)) out = out.clone();  // own the block: later in-place updates stay local
+  return {nullptr, [out]() { return out; }};
+}
+
+}  // namespace dt::redistribute

@@ -1,0 +1,47 @@
+#include "dtensor/redistribute/transition.h"
+
+#include "core/error.h"
+#include "placement/layout.h"
+
+namespace dt::redistribute {
+
+namespace {
+Shape member_shape(const StepContext& c, const ShardingSpec& spec, int64_t i) {
+  std::vector<int64_t> coord = c.mesh.coordinate();
+  coord[size_t(c.step.mesh_dim)] = i;
+  return local_shape(c.global, c.mesh.shape(), spec, coord);
+}
+}  // namespace
+
+Shape StepContext::member_shape_before(int64_t i) const { return member_shape(*this, step.before, i); }
+Shape StepContext::member_shape_after(int64_t i) const { return member_shape(*this, step.after, i); }
+
+Tensor dim_to_front(const Tensor& t, int64_t d) {
+  std::vector<int64_t> perm{d};
+  for (int64_t i = 0; i < t.dim(); ++i)
+    if (i != d) perm.push_back(i);
+  return t.permute(perm);
+}
+
+Tensor front_to_dim(const Tensor& t, int64_t d) {
+  std::vector<int64_t> perm;
+  for (int64_t i = 1; i <= d; ++i) perm.push_back(i);
+  perm.push_back(0);
+  for (int64_t i = d + 1; i < t.dim(); ++i) perm.push_back(i);
+  // perm maps output dim -> input dim: output dim k < d comes from input dim k+1, output dim d from input dim 0.
+  return t.permute(perm);
+}
+
+bool leading_dims_trivial(const Shape& shape, int64_t d) {
+  for (int64_t i = 0; i < d; ++i)
+    if (shape[size_t(i)] != 1) return false;
+  return true;
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
+  Tensor d = dst;  // a view handle: copying it writes through to dst
+  d.copy_(src);
+}
+
+}  // namespace dt::redistribute

@@ -1,0 +1,87 @@
+// CPU GEMM: OpenBLAS for f32/f64 (transpose flags and leading dims passed through), a plain loop for integers.
+#include "kernels/ops/matmul.h"
+
+#include <cblas.h>
+
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace dt::kernels {
+
+void set_blas_threads(int n) {
+  DT_CHECK_ARG(n >= 1, "set_blas_threads: expected at least 1 thread, got ", n);
+  openblas_set_num_threads(n);
+}
+
+int blas_threads() { return openblas_get_num_threads(); }
+
+namespace cpu {
+
+namespace {
+
+template <typename T>
+void gemm_loop(const GemmArgs& g, int64_t bi) {
+  const T* a = static_cast<const T*>(g.a.data) + bi * g.a.batch_stride;
+  const T* b = static_cast<const T*>(g.b.data) + bi * g.b.batch_stride;
+  T* c = static_cast<T*>(g.c) + bi * g.c_batch_stride;
+  auto at = [&](int64_t i, int64_t l) { return g.a.trans ? a[l * g.a.ld + i] : a[i * g.a.ld + l]; };
+  auto bt = [&](int64_t l, int64_t j) { return g.b.trans ? b[j * g.b.ld + l] : b[l * g.b.ld + j]; };
+  const int64_t alpha = int64_t(g.alpha), beta = int64_t(g.beta);
+  std::vector<int64_t> row(size_t(g.n));
+  for (int64_t i = 0; i < g.m; ++i) {
+    std::fill(row.begin(), row.end(), 0);
+    for (int64_t l = 0; l < g.k; ++l) {
+      int64_t av = int64_t(at(i, l));
+      if (av == 0) continue;
+      for (int64_t j = 0; j < g.n; ++j) row[size_t(j)] += av * int64_t(bt(l, j));
+    }
+    for (int64_t j = 0; j < g.n; ++j) {
+      int64_t prev = beta == 0 ? 0 : beta * int64_t(c[i * g.ldc + j]);
+      c[i * g.ldc + j] = T(alpha * row[size_t(j)] + prev);
+    }
+  }
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) {
+  for (int64_t v : {g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc})
+    if (v > int64_t(std::numeric_limits<blasint>::max()))
+      DT_THROW(Unsupported, "matmul: a matrix size or leading dim of ", v, " exceeds the BLAS integer range");
+  CBLAS_TRANSPOSE ta = g.a.trans ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = g.b.trans ? CblasTrans : CblasNoTrans;
+  for (int64_t bi = 0; bi < g.batch; ++bi) {
+    switch (g.dtype) {
+      case DType::f32:
+        cblas_sgemm(CblasRowMajor, ta, tb, blasint(g.m), blasint(g.n), blasint(g.k), float(g.alpha),
+                    static_cast<const float*>(g.a.data) + bi * g.a.batch_stride, blasint(g.a.ld),
+                    static_cast<const float*>(g.b.data) + bi * g.b.batch_stride, blasint(g.b.ld), float(g.beta),
+                    static_cast<float*>(g.c) + bi * g.c_batch_stride, blasint(g.ldc));
+        break;
+      case DType::f64:
+        cblas_dgemm(CblasRowMajor, ta, tb, blasint(g.m), blasint(g.n), blasint(g.k), g.alpha,
+                    static_cast<const double*>(g.a.data) + bi * g.a.batch_stride, blasint(g.a.ld),
+                    static_cast<const double*>(g.b.data) + bi * g.b.batch_stride, blasint(g.b.ld), g.beta,
+                    static_cast<double*>(g.c) + bi * g.c_batch_stride, blasint(g.ldc));
+        break;
+      case DType::i8:
+        gemm_loop<int8_t>(g, bi);
+        break;
+      case DType::i32:
+        gemm_loop<int32_t>(g, bi);
+        break;
+      case DType::i64:
+        gemm_loop<int64_t>(g, bi);
+        break;
+      case DType::u8:
+        gemm_loop<uint8_t>(g, bi);
+        break;
+      default:
+        DT_ASSERT(false, "cpu::gemm on dtype ", dtype_name(g.dtype));
+    }
+  }
+}
+
+}  // namespace cpu
+}  // namespace dt::kernels

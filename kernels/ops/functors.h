@@ -1,0 +1,266 @@
+// Internal to kernels/ops: the scalar math of every elementwise op, shared by the CPU loops and the CUDA kernels.
+// C is the compute type (float for f16/bf16/f32, double for f64, the integer type itself for integers).
+// Math calls are qualified (::expf ...) because dt::kernels declares tensor ops with the same names.
+#pragma once
+
+#include <math.h>
+
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/macros.h"
+#include "kernels/ops/elementwise.h"
+
+namespace dt::kernels::ops_detail {
+
+template <typename C>
+inline constexpr bool is_fp_v = std::is_floating_point_v<C>;
+
+DT_HOST_DEVICE inline float m_exp(float x) { return ::expf(x); }
+DT_HOST_DEVICE inline double m_exp(double x) { return ::exp(x); }
+DT_HOST_DEVICE inline float m_log(float x) { return ::logf(x); }
+DT_HOST_DEVICE inline double m_log(double x) { return ::log(x); }
+DT_HOST_DEVICE inline float m_sqrt(float x) { return ::sqrtf(x); }
+DT_HOST_DEVICE inline double m_sqrt(double x) { return ::sqrt(x); }
+DT_HOST_DEVICE inline float m_tanh(float x) { return ::tanhf(x); }
+DT_HOST_DEVICE inline double m_tanh(double x) { return ::tanh(x); }
+DT_HOST_DEVICE inline float m_erf(float x) { return ::erff(x); }
+DT_HOST_DEVICE inline double m_erf(double x) { return ::erf(x); }
+DT_HOST_DEVICE inline float m_pow(float x, float y) { return ::powf(x, y); }
+DT_HOST_DEVICE inline double m_pow(double x, double y) { return ::pow(x, y); }
+
+template <typename C>
+DT_HOST_DEVICE inline bool is_nan(C x) {
+  if constexpr (is_fp_v<C>)
+    return x != x;
+  else
+    return false;
+}
+
+template <typename C>
+DT_HOST_DEVICE inline C m_sigmoid(C x) {
+  return C(1) / (C(1) + m_exp(-x));
+}
+
+// Whether an op needs a floating dtype (checked at the entry; the loops instantiate only valid combinations).
+constexpr bool unary_needs_float(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kNeg:
+    case UnaryOp::kAbs:
+    case UnaryOp::kRelu:
+    case UnaryOp::kAddScalar:
+    case UnaryOp::kSubScalar:
+    case UnaryOp::kRsubScalar:
+    case UnaryOp::kMulScalar:
+      return false;
+    default:
+      return true;
+  }
+}
+constexpr bool binary_needs_float(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub:
+    case BinaryOp::kMul:
+    case BinaryOp::kMaximum:
+    case BinaryOp::kMinimum:
+    case BinaryOp::kReluBackward:
+    case BinaryOp::kAbsBackward:
+      return false;
+    default:
+      return true;
+  }
+}
+
+inline constexpr double kSqrt1_2 = 0.70710678118654752440;
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/sqrt(2 pi)
+inline constexpr double kSqrt2OverPi = 0.79788456080286535588;
+inline constexpr double kGeluCoef = 0.044715;
+
+template <UnaryOp op, typename C>
+DT_HOST_DEVICE inline C unary_apply(C x, C s) {
+  if constexpr (op == UnaryOp::kNeg) {
+    return C(-x);
+  } else if constexpr (op == UnaryOp::kAbs) {
+    if constexpr (std::is_unsigned_v<C>)
+      return x;
+    else
+      return x < C(0) ? C(-x) : x;
+  } else if constexpr (op == UnaryOp::kRelu) {
+    return x > C(0) ? x : (is_nan(x) ? x : C(0));  // NaN stays NaN, as torch
+  } else if constexpr (op == UnaryOp::kAddScalar) {
+    return C(x + s);
+  } else if constexpr (op == UnaryOp::kSubScalar) {
+    return C(x - s);
+  } else if constexpr (op == UnaryOp::kRsubScalar) {
+    return C(s - x);
+  } else if constexpr (op == UnaryOp::kMulScalar) {
+    return C(x * s);
+  } else if constexpr (!is_fp_v<C>) {
+    return C(0);  // unreachable: floating-only ops are rejected at the entry
+  } else if constexpr (op == UnaryOp::kExp) {
+    return m_exp(x);
+  } else if constexpr (op == UnaryOp::kLog) {
+    return m_log(x);
+  } else if constexpr (op == UnaryOp::kSqrt) {
+    return m_sqrt(x);
+  } else if constexpr (op == UnaryOp::kRsqrt) {
+    return C(1) / m_sqrt(x);
+  } else if constexpr (op == UnaryOp::kTanh) {
+    return m_tanh(x);
+  } else if constexpr (op == UnaryOp::kSigmoid) {
+    return m_sigmoid(x);
+  } else if constexpr (op == UnaryOp::kSilu) {
+    return x * m_sigmoid(x);
+  } else if constexpr (op == UnaryOp::kGeluErf) {
+    return C(0.5) * x * (C(1) + m_erf(x * C(kSqrt1_2)));
+  } else if constexpr (op == UnaryOp::kGeluTanh) {
+    C inner = C(kSqrt2OverPi) * (x + C(kGeluCoef) * x * x * x);
+    return C(0.5) * x * (C(1) + m_tanh(inner));
+  } else if constexpr (op == UnaryOp::kDivScalar) {
+    return x / s;
+  } else if constexpr (op == UnaryOp::kPowScalar) {
+    return m_pow(x, s);
+  } else {
+    static_assert(op == UnaryOp::kPowScalar, "unhandled UnaryOp");
+    return x;
+  }
+}
+
+template <BinaryOp op, typename C>
+DT_HOST_DEVICE inline C binary_apply(C a, C b, C s) {
+  if constexpr (op == BinaryOp::kAdd) {
+    return C(a + b);
+  } else if constexpr (op == BinaryOp::kSub) {
+    return C(a - b);
+  } else if constexpr (op == BinaryOp::kMul) {
+    return C(a * b);
+  } else if constexpr (op == BinaryOp::kMaximum) {
+    return is_nan(a) ? a : (is_nan(b) ? b : (a < b ? b : a));
+  } else if constexpr (op == BinaryOp::kMinimum) {
+    return is_nan(a) ? a : (is_nan(b) ? b : (b < a ? b : a));
+  } else if constexpr (op == BinaryOp::kReluBackward) {
+    return b > C(0) ? a : C(0);
+  } else if constexpr (op == BinaryOp::kAbsBackward) {
+    if constexpr (std::is_unsigned_v<C>)
+      return b > C(0) ? a : C(0);
+    else
+      return b > C(0) ? a : (b < C(0) ? C(-a) : C(0));
+  } else if constexpr (!is_fp_v<C>) {
+    return C(0);  // unreachable: floating-only ops are rejected at the entry
+  } else if constexpr (op == BinaryOp::kDiv) {
+    return a / b;
+  } else if constexpr (op == BinaryOp::kPow) {
+    return m_pow(a, b);
+  } else if constexpr (op == BinaryOp::kSigmoidBackward) {
+    return a * b * (C(1) - b);
+  } else if constexpr (op == BinaryOp::kTanhBackward) {
+    return a * (C(1) - b * b);
+  } else if constexpr (op == BinaryOp::kSqrtBackward) {
+    return a / (C(2) * b);
+  } else if constexpr (op == BinaryOp::kRsqrtBackward) {
+    return C(-0.5) * a * b * b * b;
+  } else if constexpr (op == BinaryOp::kSiluBackward) {
+    C sg = m_sigmoid(b);
+    return a * sg * (C(1) + b * (C(1) - sg));
+  } else if constexpr (op == BinaryOp::kGeluErfBackward) {
+    C cdf = C(0.5) * (C(1) + m_erf(b * C(kSqrt1_2)));
+    C pdf = C(kInvSqrt2Pi) * m_exp(C(-0.5) * b * b);
+    return a * (cdf + b * pdf);
+  } else if constexpr (op == BinaryOp::kGeluTanhBackward) {
+    C b2 = b * b;
+    C inner = C(kSqrt2OverPi) * (b + C(kGeluCoef) * b2 * b);
+    C t = m_tanh(inner);
+    C dinner = C(kSqrt2OverPi) * (C(1) + C(3 * kGeluCoef) * b2);
+    return a * (C(0.5) * (C(1) + t) + C(0.5) * b * (C(1) - t * t) * dinner);
+  } else if constexpr (op == BinaryOp::kPowScalarBackward) {
+    return s == C(0) ? C(0) : a * s * m_pow(b, s - C(1));
+  } else if constexpr (op == BinaryOp::kPowExponentGrad) {
+    return (a == C(0) && b >= C(0)) ? C(0) : m_pow(a, b) * m_log(a);
+  } else {
+    static_assert(op == BinaryOp::kPowExponentGrad, "unhandled BinaryOp");
+    return a;
+  }
+}
+
+template <CompareOp op, typename C>
+DT_HOST_DEVICE inline bool compare_apply(C a, C b) {
+  if constexpr (op == CompareOp::kEq)
+    return a == b;
+  else if constexpr (op == CompareOp::kNe)
+    return a != b;
+  else if constexpr (op == CompareOp::kLt)
+    return a < b;
+  else if constexpr (op == CompareOp::kLe)
+    return a <= b;
+  else if constexpr (op == CompareOp::kGt)
+    return a > b;
+  else
+    return a >= b;
+}
+
+// Calls fn.template operator()<op>() with the op as a compile-time constant.
+// clang-format off
+template <typename Fn>
+void dispatch_unary_op(UnaryOp op, Fn&& fn) {
+  switch (op) {
+#define DT_U_(name) case UnaryOp::name: return fn.template operator()<UnaryOp::name>();
+    DT_U_(kNeg) DT_U_(kAbs) DT_U_(kRelu) DT_U_(kExp) DT_U_(kLog) DT_U_(kSqrt) DT_U_(kRsqrt) DT_U_(kTanh)
+    DT_U_(kSigmoid) DT_U_(kSilu) DT_U_(kGeluErf) DT_U_(kGeluTanh) DT_U_(kAddScalar) DT_U_(kSubScalar)
+    DT_U_(kRsubScalar) DT_U_(kMulScalar) DT_U_(kDivScalar) DT_U_(kPowScalar)
+#undef DT_U_
+  }
+}
+template <typename Fn>
+void dispatch_binary_op(BinaryOp op, Fn&& fn) {
+  switch (op) {
+#define DT_B_(name) case BinaryOp::name: return fn.template operator()<BinaryOp::name>();
+    DT_B_(kAdd) DT_B_(kSub) DT_B_(kMul) DT_B_(kDiv) DT_B_(kPow) DT_B_(kMaximum) DT_B_(kMinimum) DT_B_(kReluBackward)
+    DT_B_(kSigmoidBackward) DT_B_(kTanhBackward) DT_B_(kSqrtBackward) DT_B_(kRsqrtBackward) DT_B_(kSiluBackward)
+    DT_B_(kGeluErfBackward) DT_B_(kGeluTanhBackward) DT_B_(kAbsBackward) DT_B_(kPowScalarBackward)
+    DT_B_(kPowExponentGrad)
+#undef DT_B_
+  }
+}
+// clang-format on
+template <typename Fn>
+void dispatch_compare_op(CompareOp op, Fn&& fn) {
+  switch (op) {
+    case CompareOp::kEq:
+      return fn.template operator()<CompareOp::kEq>();
+    case CompareOp::kNe:
+      return fn.template operator()<CompareOp::kNe>();
+    case CompareOp::kLt:
+      return fn.template operator()<CompareOp::kLt>();
+    case CompareOp::kLe:
+      return fn.template operator()<CompareOp::kLe>();
+    case CompareOp::kGt:
+      return fn.template operator()<CompareOp::kGt>();
+    case CompareOp::kGe:
+      return fn.template operator()<CompareOp::kGe>();
+  }
+}
+
+// Calls fn.template operator()<T>() for a floating dtype (f32, f64, f16, bf16); other dtypes are a bug here.
+template <typename Fn>
+void dispatch_float_dtype(const char* op, DType dt, Fn&& fn) {
+  switch (dt) {
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::f16:
+      return fn.template operator()<Half>();
+    case DType::bf16:
+      return fn.template operator()<BFloat16>();
+    default:
+      DT_ASSERT(false, op, " reached a kernel with dtype ", dtype_name(dt));
+  }
+}
+
+// Numeric (non-bool) dtypes: float types and integers. Used to limit instantiations.
+template <typename T>
+inline constexpr bool is_numeric_v = !std::is_same_v<T, bool>;
+
+}  // namespace dt::kernels::ops_detail

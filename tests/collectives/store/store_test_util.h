@@ -1,0 +1,149 @@
+// Helpers for the store tests: a free port, raw sockets for attacking the server, a scoped environment variable.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "collectives/store/store_protocol.h"
+
+namespace dt::test {
+
+// A port that was free a moment ago (bound to port 0, then closed).
+inline int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) throw std::runtime_error("bind failed");
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A blocking loopback socket for speaking raw bytes to the server.
+class RawConn {
+ public:
+  explicit RawConn(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) throw std::runtime_error("connect failed");
+  }
+  ~RawConn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawConn(const RawConn&) = delete;
+  RawConn& operator=(const RawConn&) = delete;
+
+  bool send_all(const void* data, size_t n) {
+    auto* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t k = ::send(fd_, p, n, MSG_NOSIGNAL);
+      if (k <= 0) return false;
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+    return true;
+  }
+  bool send_all(const std::string& s) { return send_all(s.data(), s.size()); }
+
+  // Reads exactly n bytes within timeout_ms; false on EOF, error or timeout.
+  bool recv_exact(void* data, size_t n, int timeout_ms = 5000) {
+    auto* p = static_cast<char*>(data);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (n > 0) {
+      int left = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+      if (left <= 0) return false;
+      pollfd pf{fd_, POLLIN, 0};
+      if (::poll(&pf, 1, left) <= 0) return false;
+      ssize_t k = ::recv(fd_, p, n, 0);
+      if (k <= 0) return false;
+      p += k;
+      n -= static_cast<size_t>(k);
+    }
+    return true;
+  }
+
+  // Whether the server closes the connection within timeout_ms (reads and discards anything it sends first).
+  bool closed_by_peer(int timeout_ms = 5000) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    char buf[4096];
+    for (;;) {
+      int left = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+      if (left <= 0) return false;
+      pollfd pf{fd_, POLLIN, 0};
+      if (::poll(&pf, 1, left) <= 0) return false;
+      ssize_t k = ::recv(fd_, buf, sizeof(buf), 0);
+      if (k <= 0) return true;
+    }
+  }
+
+  // The client half of the handshake (Note [store authentication]); returns whether the server accepted.
+  // `auth_out`, when given, receives the 68 bytes sent (for a replay attempt).
+  bool authenticate(const std::string& secret, std::string* auth_out = nullptr) {
+    namespace sp = store_protocol;
+    uint8_t hello[sp::kServerHelloBytes];
+    if (!recv_exact(hello, sizeof(hello))) return false;
+    sp::Nonce sn, cn;
+    std::copy(hello + 4, hello + 4 + sp::kNonceBytes, sn.begin());
+    sp::random_bytes(cn.data(), cn.size());
+    sp::Mac mac = sp::client_mac(secret, sn, cn);
+    std::string auth(sp::kClientAuthMagic);
+    auth.append(reinterpret_cast<const char*>(cn.data()), cn.size());
+    auth.append(reinterpret_cast<const char*>(mac.data()), mac.size());
+    if (auth_out) *auth_out = auth;
+    if (!send_all(auth)) return false;
+    uint8_t ok[sp::kServerAcceptBytes];
+    if (!recv_exact(ok, sizeof(ok))) return false;
+    sp::Mac proof = sp::server_mac(secret, sn, cn);
+    return std::string(reinterpret_cast<char*>(ok), 4) == sp::kServerAcceptMagic && sp::mac_equal(proof.data(), ok + 4);
+  }
+
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Sets (or unsets, with nullopt) an environment variable for the scope, restoring the old value after.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str())) old_ = old;
+    if (value) {
+      ::setenv(name_.c_str(), value->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace dt::test

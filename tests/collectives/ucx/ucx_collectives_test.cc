@@ -1,0 +1,436 @@
+// UCX communicator on real processes: run under dtrun (`dtrun --nproc-per-node N test_ucx_collectives`). Every rank
+// runs the same cases in the same order; each case's inputs come from a per-case seed, so every rank computes the
+// reference of the whole collective from all ranks' inputs by itself.
+//
+// Matrix: every op x dtype (f32, bf16, f16, f64, i32, i64) x reduce op x size (0, 1, odd, large) x in place / out of
+// place, every algorithm of the table (forced through the tuning), sub-groups running concurrently, many calls in
+// flight, progress without waiting, the Tensor API.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <memory>
+#include <numeric>
+#include <thread>
+
+#include "collectives/ucx/ucx_communicator.h"
+#include "core/error.h"
+#include "core/logging.h"
+#include "core/tensor.h"
+#include "tests/collectives/ucx/ucx_test_util.h"
+
+namespace dt {
+namespace {
+
+using ucx_test::Expect;
+using ucx_test::gen;
+
+std::shared_ptr<UcxCommunicator> g_comm;
+
+const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16, DType::f64, DType::i32, DType::i64};
+const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin, ReduceOp::kProduct};
+// 0, 1, odd, and large enough for several 4 KiB chunks per block and rendezvous (above 8 KiB) messages.
+const int64_t kSizes[] = {0, 1, 37, 5003};
+
+uint64_t g_case = 0;  // advances identically on every rank
+
+// Calls fn.template operator()<T>() for the six tested dtypes.
+template <typename Fn>
+void with_type(DType dt, Fn&& fn) {
+  dispatch_dtype(dt, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Half> ||
+                  std::is_same_v<T, BFloat16> || std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>)
+      fn.template operator()<T>();
+    else
+      FAIL() << "untested dtype";
+  });
+}
+
+// Small chunks and few reduce slots, so that "large" exercises the pipelines and the slot reuse.
+ucx::UcxTuning test_tuning() {
+  ucx::UcxTuning t;
+  t.chunk_bytes = 4096;
+  t.reduce_slots = 2;
+  return t;
+}
+
+struct TuningScope {
+  explicit TuningScope(const ucx::UcxTuning& t) : saved(g_comm->tuning()) { g_comm->set_tuning(t); }
+  ~TuningScope() { g_comm->set_tuning(saved); }
+  ucx::UcxTuning saved;
+};
+
+std::string label(const std::string& op, DType dt, int64_t count, const std::string& extra = "") {
+  return str_cat(op, "(", dtype_name(dt), ", count=", count, extra, ") on ", g_comm->size(), " ranks, rank ",
+                 g_comm->rank());
+}
+
+template <typename T>
+std::vector<T> input(uint64_t seed, int rank, int64_t n, ReduceOp op = ReduceOp::kSum) {
+  std::vector<T> v(size_t(std::max<int64_t>(n, 1)));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = gen<T>(seed, rank, i, op);
+  return v;
+}
+
+template <typename T>
+Expect<T> exact(T v) {
+  return Expect<T>{to_double(v), 0};
+}
+
+template <typename T>
+void* ptr(std::vector<T>& v, int64_t count) {
+  return count ? v.data() : nullptr;
+}
+
+TEST(UcxCollectives, AllGather) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  TuningScope tune(test_tuning());
+  for (DType dt : kDTypes)
+    for (int64_t count : kSizes)
+      for (bool in_place : {false, true})
+        with_type(dt, [&]<typename T>() {
+          const uint64_t seed = ++g_case;
+          std::vector<T> in = input<T>(seed, r, count);
+          std::vector<T> out(size_t(std::max<int64_t>(n * count, 1)));
+          const void* send = ptr(in, count);
+          if (in_place) {
+            std::copy(in.begin(), in.begin() + count, out.begin() + r * count);
+            send = count ? out.data() + r * count : nullptr;
+          }
+          c.all_gather(send, ptr(out, count), count, dt, Device::cpu())->wait();
+          ucx_test::count_bad<T>(label("all_gather", dt, count, in_place ? ", in place" : ""), out.data(), n * count,
+                                 [&](int64_t i) { return exact(gen<T>(seed, int(i / count), i % count)); });
+        });
+}
+
+TEST(UcxCollectives, ReduceScatter) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  TuningScope tune(test_tuning());
+  for (DType dt : kDTypes)
+    for (ReduceOp op : kOps)
+      for (int64_t count : kSizes)
+        for (bool in_place : {false, true})
+          with_type(dt, [&]<typename T>() {
+            const uint64_t seed = ++g_case;
+            std::vector<T> in = input<T>(seed, r, n * count, op);
+            std::vector<T> out(size_t(std::max<int64_t>(count, 1)));
+            void* recv = in_place ? (count ? in.data() + r * count : nullptr) : ptr(out, count);
+            c.reduce_scatter(ptr(in, count), recv, count, dt, op, Device::cpu())->wait();
+            const T* got = in_place ? in.data() + r * count : out.data();
+            ucx_test::count_bad<T>(
+                label("reduce_scatter", dt, count, str_cat(", ", reduce_op_name(op), in_place ? ", in place" : "")),
+                got, count, [&](int64_t i) { return ucx_test::reduce_ref<T>(seed, n, r * count + i, op); });
+          });
+}
+
+void all_reduce_matrix(const ucx::UcxTuning& tuning, const char* algo) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  TuningScope tune(tuning);
+  for (DType dt : kDTypes)
+    for (ReduceOp op : kOps)
+      for (int64_t count : kSizes)
+        for (bool in_place : {false, true})
+          with_type(dt, [&]<typename T>() {
+            const uint64_t seed = ++g_case;
+            std::vector<T> in = input<T>(seed, r, count, op);
+            std::vector<T> out(size_t(std::max<int64_t>(count, 1)));
+            void* recv = in_place ? ptr(in, count) : ptr(out, count);
+            c.all_reduce(ptr(in, count), recv, count, dt, op, Device::cpu())->wait();
+            const T* got = in_place ? in.data() : out.data();
+            ucx_test::count_bad<T>(label(str_cat("all_reduce/", algo), dt, count,
+                                         str_cat(", ", reduce_op_name(op), in_place ? ", in place" : "")),
+                                   got, count, [&](int64_t i) { return ucx_test::reduce_ref<T>(seed, n, i, op); });
+            // Every rank must hold the same bits.
+            if (count > 0) {
+              const int64_t bytes = count * int64_t(sizeof(T));
+              std::vector<char> all(size_t(n * bytes));
+              c.all_gather(got, all.data(), bytes, DType::u8, Device::cpu())->wait();
+              for (int q = 0; q < n; ++q)
+                if (std::memcmp(all.data() + q * bytes, got, size_t(bytes)) != 0) {
+                  ADD_FAILURE() << label(str_cat("all_reduce/", algo), dt, count, str_cat(", ", reduce_op_name(op)))
+                                << ": rank " << q << " holds different bits";
+                  break;
+                }
+            }
+          });
+}
+
+TEST(UcxCollectives, AllReduceRing) {
+  ucx::UcxTuning t = test_tuning();
+  t.allreduce_small_bytes = -1;  // always the ring
+  all_reduce_matrix(t, "ring");
+}
+
+TEST(UcxCollectives, AllReduceRecursiveDoubling) {
+  ucx::UcxTuning t = test_tuning();
+  t.allreduce_small_bytes = int64_t(1) << 40;  // always recursive doubling
+  all_reduce_matrix(t, "recursive_doubling");
+}
+
+TEST(UcxCollectives, Broadcast) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  for (bool tree : {true, false}) {
+    ucx::UcxTuning t = test_tuning();
+    t.broadcast_small_bytes = tree ? (int64_t(1) << 40) : -1;
+    TuningScope tune(t);
+    for (DType dt : kDTypes)
+      for (int64_t count : kSizes)
+        for (int root = 0; root < n; ++root)
+          with_type(dt, [&]<typename T>() {
+            const uint64_t seed = ++g_case;
+            std::vector<T> buf = r == root ? input<T>(seed, root, count) : std::vector<T>(size_t(count + 1));
+            c.broadcast(ptr(buf, count), count, dt, root, Device::cpu())->wait();
+            ucx_test::count_bad<T>(
+                label(tree ? "broadcast/tree" : "broadcast/chain", dt, count, str_cat(", root ", root)), buf.data(),
+                count, [&](int64_t i) { return exact(gen<T>(seed, root, i)); });
+          });
+  }
+}
+
+TEST(UcxCollectives, AllToAll) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  for (DType dt : kDTypes)
+    for (int64_t count : kSizes)
+      with_type(dt, [&]<typename T>() {
+        const uint64_t seed = ++g_case;
+        std::vector<T> in = input<T>(seed, r, n * count);
+        std::vector<T> out(size_t(std::max<int64_t>(n * count, 1)));
+        c.all_to_all(ptr(in, count), ptr(out, count), count, dt, Device::cpu())->wait();
+        // Block j of the output is block r of rank j's input.
+        ucx_test::count_bad<T>(label("all_to_all", dt, count), out.data(), n * count,
+                               [&](int64_t i) { return exact(gen<T>(seed, int(i / count), r * count + i % count)); });
+      });
+}
+
+TEST(UcxCollectives, AllToAllV) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  for (DType dt : kDTypes)
+    for (int64_t scale : {0, 1, 29, 1500})
+      with_type(dt, [&]<typename T>() {
+        const uint64_t seed = ++g_case;
+        // counts[i][j]: what rank i sends to rank j (zero for some pairs), known to every rank.
+        auto cnt = [&](int i, int j) {
+          return int64_t(ucx_test::mix(seed * 131 + uint64_t(i * 17 + j)) % 3) * scale / 2;
+        };
+        const size_t nn = static_cast<size_t>(n);
+        std::vector<int64_t> sc(nn), sd(nn), rc(nn), rd(nn);
+        int64_t st = 0, rt = 0;
+        for (int j = 0; j < n; ++j) {
+          sc[size_t(j)] = cnt(r, j);
+          sd[size_t(j)] = st + 1;  // gaps between the blocks
+          st += sc[size_t(j)] + 1;
+          rc[size_t(j)] = cnt(j, r);
+          rd[size_t(j)] = rt;
+          rt += rc[size_t(j)];
+        }
+        std::vector<T> in = input<T>(seed, r, st + 1);
+        std::vector<T> out(size_t(rt + 1));
+        c.all_to_allv(in.data(), sc, sd, out.data(), rc, rd, dt, Device::cpu())->wait();
+        int64_t bad = 0;
+        for (int j = 0; j < n; ++j) {
+          // Rank j's send displacement for r: 1 + sum over k < r of (cnt(j, k) + 1).
+          int64_t jd = 1;
+          for (int k = 0; k < r; ++k) jd += cnt(j, k) + 1;
+          bad += ucx_test::count_bad<T>(label("all_to_allv", dt, rc[size_t(j)], str_cat(", from rank ", j)),
+                                        out.data() + rd[size_t(j)], rc[size_t(j)],
+                                        [&](int64_t i) { return exact(gen<T>(seed, j, jd + i)); });
+        }
+        EXPECT_EQ(bad, 0);
+      });
+}
+
+TEST(UcxCollectives, SendRecvRing) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  if (n == 1) GTEST_SKIP() << "no peer";
+  for (int64_t count : kSizes) {
+    const uint64_t seed = ++g_case;
+    std::vector<float> a = input<float>(seed, r, count), b(size_t(count + 1));
+    // Receive first on even ranks, send first on odd ones: point-to-point calls never wait for each other.
+    WorkPtr s, v;
+    if (r % 2 == 0) {
+      v = c.recv(ptr(b, count), count, DType::f32, (r + n - 1) % n, Device::cpu());
+      s = c.send(ptr(a, count), count, DType::f32, (r + 1) % n, Device::cpu());
+    } else {
+      s = c.send(ptr(a, count), count, DType::f32, (r + 1) % n, Device::cpu());
+      v = c.recv(ptr(b, count), count, DType::f32, (r + n - 1) % n, Device::cpu());
+    }
+    v->wait();
+    s->wait();
+    ucx_test::count_bad<float>(label("recv", DType::f32, count), b.data(), count,
+                               [&](int64_t i) { return exact(gen<float>(seed, (r + n - 1) % n, i)); });
+  }
+  // Several messages to the same peer match in call order.
+  std::vector<std::vector<float>> got(5, std::vector<float>(3));
+  std::vector<std::vector<float>> sent(5, std::vector<float>(3));
+  std::vector<WorkPtr> works;
+  for (int k = 0; k < 5; ++k) {
+    for (int e = 0; e < 3; ++e) sent[size_t(k)][size_t(e)] = float(100 * r + 10 * k + e);
+    works.push_back(c.send(sent[size_t(k)].data(), 3, DType::f32, (r + 1) % n, Device::cpu()));
+  }
+  for (int k = 0; k < 5; ++k)
+    works.push_back(c.recv(got[size_t(k)].data(), 3, DType::f32, (r + n - 1) % n, Device::cpu()));
+  for (auto& w : works) w->wait();
+  for (int k = 0; k < 5; ++k)
+    EXPECT_EQ(got[size_t(k)][1], float(100 * ((r + n - 1) % n) + 10 * k + 1)) << "message " << k;
+}
+
+TEST(UcxCollectives, Barrier) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  for (int k = 0; k < 3; ++k) c.barrier()->wait();
+  // The last rank arrives 300 ms late: nobody may leave before it arrives.
+  auto t0 = std::chrono::steady_clock::now();
+  if (r == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  c.barrier()->wait();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (n > 1) {
+    EXPECT_GE(ms, 250.0) << "left the barrier before the last rank arrived";
+  }
+}
+
+TEST(UcxCollectives, ManyCallsInFlight) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  constexpr int kCalls = 40;
+  const uint64_t seed = ++g_case;
+  std::vector<std::vector<float>> bufs;
+  std::vector<WorkPtr> works;
+  for (int k = 0; k < kCalls; ++k) {
+    const int64_t count = 1 + (k * 997) % 3000;
+    bufs.push_back(input<float>(seed + uint64_t(k), r, count));
+    works.push_back(
+        c.all_reduce(bufs.back().data(), bufs.back().data(), count, DType::f32, ReduceOp::kSum, Device::cpu()));
+  }
+  for (int k = kCalls - 1; k >= 0; --k) works[size_t(k)]->wait();  // waiting out of order is fine
+  for (int k = 0; k < kCalls; ++k) {
+    const int64_t count = 1 + (k * 997) % 3000;
+    ucx_test::count_bad<float>(
+        label("all_reduce in flight", DType::f32, count), bufs[size_t(k)].data(), count,
+        [&](int64_t i) { return ucx_test::reduce_ref<float>(seed + uint64_t(k), n, i, ReduceOp::kSum); });
+  }
+}
+
+TEST(UcxCollectives, ProgressWithoutWaiting) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  const uint64_t seed = ++g_case;
+  const int64_t count = 300000;  // ring all-reduce: many chunks, reductions on the progress thread
+  std::vector<float> in = input<float>(seed, r, count), out(size_t(count), -1.0f);
+  WorkPtr w = c.all_reduce(in.data(), out.data(), count, DType::f32, ReduceOp::kSum, Device::cpu());
+  // Nobody waits or polls: the progress threads must finish the call.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  const volatile float* last = out.data() + count - 1;
+  while (std::chrono::steady_clock::now() < give_up && *last == -1.0f)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  w->wait();
+  ucx_test::count_bad<float>(label("all_reduce without waiting", DType::f32, count), out.data(), count,
+                             [&](int64_t i) { return ucx_test::reduce_ref<float>(seed, n, i, ReduceOp::kSum); });
+  EXPECT_NE(*last, -1.0f) << "the call made no progress while nobody waited";
+}
+
+TEST(UcxCollectives, TensorApi) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  Tensor t = Tensor::full({3, 5}, double(r + 1), DType::f32);
+  c.all_reduce(t, ReduceOp::kSum)->wait();
+  EXPECT_EQ(t.data<float>()[14], float(n * (n + 1) / 2));
+  Tensor in = Tensor::full({2, 3}, double(r), DType::i64);
+  Tensor out = Tensor::empty({2 * n, 3}, DType::i64);
+  c.all_gather(in, out)->wait();
+  for (int q = 0; q < n; ++q) EXPECT_EQ(out.data<int64_t>()[q * 6 + 5], q);
+  Tensor rs_out = Tensor::empty({3}, DType::f64);
+  Tensor rs_in = Tensor::full({3 * n}, 2.0, DType::f64);
+  c.reduce_scatter(rs_in, rs_out, ReduceOp::kAvg)->wait();
+  EXPECT_EQ(rs_out.data<double>()[2], 2.0);
+  Tensor b = Tensor::full({4}, r == 0 ? 7.0 : 0.0, DType::bf16);
+  c.broadcast(b, 0)->wait();
+  EXPECT_EQ(float(b.data<BFloat16>()[3]), 7.0f);
+}
+
+TEST(UcxCollectives, SplitRowsAndColumnsConcurrently) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  if (n % 2 != 0) GTEST_SKIP() << "needs an even number of ranks";
+  // A (n/2) x 2 grid: rows {0,1}, {2,3}, ...; columns {0,2,..}, {1,3,..}.
+  auto row = c.split(r / 2, r);
+  auto col = c.split(r % 2, r);
+  auto none = c.split(r == 0 ? 0 : -1, 0);
+  ASSERT_TRUE(row && col);
+  EXPECT_EQ(row->size(), 2);
+  EXPECT_EQ(col->size(), n / 2);
+  EXPECT_EQ(row->rank(), r % 2);
+  EXPECT_EQ(col->rank(), r / 2);
+  EXPECT_EQ(none != nullptr, r == 0);
+  EXPECT_EQ(row->global_ranks(), (std::vector<int>{r - r % 2, r - r % 2 + 1}));
+  for (int iter = 0; iter < 5; ++iter) {
+    const uint64_t seed = ++g_case;
+    const int64_t count = 4000 + iter;
+    std::vector<float> a = input<float>(seed, r, count), b = input<float>(seed + 1000, r, count);
+    std::vector<float> w = input<float>(seed + 2000, r, count);
+    // Same kind, same sequence numbers, same sizes on three groups at once: only the communicator id in the tag
+    // keeps them apart.
+    WorkPtr wa = row->all_reduce(a.data(), a.data(), count, DType::f32, ReduceOp::kSum, Device::cpu());
+    WorkPtr wb = col->all_reduce(b.data(), b.data(), count, DType::f32, ReduceOp::kSum, Device::cpu());
+    WorkPtr ww = c.all_reduce(w.data(), w.data(), count, DType::f32, ReduceOp::kSum, Device::cpu());
+    wb->wait();
+    ww->wait();
+    wa->wait();
+    auto group_ref = [&](uint64_t s, const std::vector<int>& members, int64_t i) {
+      double acc = 0, mag = 0;
+      for (int m : members) {
+        acc += double(gen<float>(s, m, i));
+        mag += std::fabs(double(gen<float>(s, m, i)));
+      }
+      return Expect<float>{acc, double(members.size() + 1) * 0x1.0p-23 * mag};
+    };
+    ucx_test::count_bad<float>("row all_reduce", a.data(), count,
+                               [&](int64_t i) { return group_ref(seed, row->global_ranks(), i); });
+    ucx_test::count_bad<float>("column all_reduce", b.data(), count,
+                               [&](int64_t i) { return group_ref(seed + 1000, col->global_ranks(), i); });
+    ucx_test::count_bad<float>("world all_reduce", w.data(), count, [&](int64_t i) {
+      return ucx_test::reduce_ref<float>(seed + 2000, n, i, ReduceOp::kSum);
+    });
+  }
+  // A split of a split.
+  auto sub = col->split(0, -col->rank());  // reversed order
+  EXPECT_EQ(sub->rank(), col->size() - 1 - col->rank());
+  std::vector<int> id(1, r), ids(size_t(sub->size()));
+  sub->all_gather(id.data(), ids.data(), 1, DType::i32, Device::cpu())->wait();
+  auto expect = col->global_ranks();
+  std::reverse(expect.begin(), expect.end());
+  EXPECT_EQ(ids, expect);
+}
+
+}  // namespace
+}  // namespace dt
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  try {
+    auto comm = dt::init_process_group();
+    dt::g_comm = std::dynamic_pointer_cast<dt::UcxCommunicator>(comm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "init_process_group failed: %s\n", e.what());
+    return 1;
+  }
+  if (dt::g_comm->rank() != 0) testing::GTEST_FLAG(brief) = true;
+  int rc = RUN_ALL_TESTS();
+  // Leave together (rank 0 may host the store), then report whether any rank failed.
+  int mine = rc, worst = 0;
+  try {
+    dt::g_comm->all_reduce(&mine, &worst, 1, dt::DType::i32, dt::ReduceOp::kMax, dt::Device::cpu())->wait();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "final all_reduce failed: %s\n", e.what());
+    worst = 1;
+  }
+  dt::g_comm.reset();
+  return rc != 0 ? rc : (worst != 0 ? 3 : 0);
+}

@@ -1,0 +1,170 @@
+// Faults on real processes, one scenario per run (driven by test_ucx_faults.py through dtrun):
+//
+//   kill V            rank V SIGKILLs itself in the middle of a collective; every other rank must fail with an
+//                     error naming rank V (no hang). Survivors ignore dtrun's SIGTERM so that they can report.
+//   mismatch_count    rank 0 calls all_reduce with one element more than the others: an error, never garbage.
+//   mismatch_kind     rank 0 calls all_gather while the others call reduce_scatter: the deadline (DT_TIMEOUT_S)
+//                     fires with an error naming the call and the peers awaited.
+//   debug_mismatch    like mismatch_count under DT_DEBUG_COLLECTIVES=1: the funnel's signature check names the ranks.
+//   wait_timeout      rank 0 arrives late; the others' wait(short timeout) throws a TimeoutError naming rank 0, and
+//                     a later wait() still completes the same call (a caller's timeout does not break the group).
+//
+// Each rank writes what happened to $DT_TEST_OUT/rank<R>.txt ("error <code>: <message>", "ok", ...) and exits 0 when
+// the scenario went as it should from its point of view, 3 otherwise.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/ucx/ucx_communicator.h"
+#include "core/error.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string g_out;
+int g_rank = -1;
+
+void report(const std::string& line) {
+  std::ofstream f(g_out + "/rank" + std::to_string(g_rank) + ".txt", std::ios::app);
+  f << line << "\n";
+}
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+int scenario_kill(dt::Communicator& c, int victim) {
+  const int r = c.rank();
+  const int64_t count = 1 << 20;
+  std::vector<float> buf(size_t(count), 1.0f);
+  if (r != victim) signal(SIGTERM, SIG_IGN);  // dtrun stops the others once the victim dies: report first
+  auto t0 = Clock::now();
+  try {
+    for (int k = 0; k < 50; ++k) {
+      auto w = c.all_reduce(buf.data(), buf.data(), count, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu());
+      if (r == victim && k == 3) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the call start on every rank
+        raise(SIGKILL);
+      }
+      w->wait();
+    }
+  } catch (const dt::Error& e) {
+    report(std::string("error ") + dt::error_code_name(e.code()) + ": " + e.what());
+    report("after " + std::to_string(since(t0)) + " s");
+    return 0;
+  }
+  report("no error");
+  return 3;
+}
+
+int scenario_mismatch(dt::Communicator& c) {
+  const int r = c.rank();
+  const int64_t count = r == 0 ? 1001 : 1000;
+  std::vector<float> buf(1001, 1.0f);
+  auto t0 = Clock::now();
+  try {
+    // A few matching calls first: the mismatch must not disturb what came before.
+    for (int k = 0; k < 3; ++k)
+      c.all_reduce(buf.data(), buf.data(), 10, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
+    c.all_reduce(buf.data(), buf.data(), count, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
+  } catch (const dt::Error& e) {
+    report(std::string("error ") + dt::error_code_name(e.code()) + ": " + e.what());
+    report("after " + std::to_string(since(t0)) + " s");
+    // The group is unusable now: later calls fail at once instead of hanging.
+    try {
+      c.barrier()->wait(std::chrono::seconds(5));
+      report("barrier after the failure succeeded");
+    } catch (const dt::Error& e2) {
+      report(std::string("later call: ") + e2.what());
+    }
+    return 0;
+  }
+  report("no error");
+  return 3;
+}
+
+int scenario_mismatch_kind(dt::Communicator& c) {
+  const int r = c.rank(), n = c.size();
+  std::vector<float> a(size_t(4 * n), 1.0f), b(size_t(4 * n), 0.0f);
+  auto t0 = Clock::now();
+  try {
+    if (r == 0)
+      c.all_gather(a.data(), b.data(), 4, dt::DType::f32, dt::Device::cpu())->wait();
+    else
+      c.reduce_scatter(a.data(), b.data(), 4, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
+  } catch (const dt::Error& e) {
+    report(std::string("error ") + dt::error_code_name(e.code()) + ": " + e.what());
+    report("after " + std::to_string(since(t0)) + " s");
+    return 0;
+  }
+  report("no error");
+  return 3;
+}
+
+int scenario_wait_timeout(dt::Communicator& c) {
+  const int r = c.rank(), n = c.size();
+  std::vector<float> buf(100, float(r + 1));
+  if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  auto w = c.all_reduce(buf.data(), buf.data(), 100, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu());
+  int rc = 0;
+  if (r != 0) {
+    try {
+      w->wait(std::chrono::milliseconds(300));
+      report("short wait did not time out");
+      rc = 3;
+    } catch (const dt::TimeoutError& e) {
+      report(std::string("timeout: ") + e.what());
+    }
+  }
+  w->wait();
+  if (buf[99] != float(n * (n + 1) / 2)) {
+    report("wrong result " + std::to_string(buf[99]));
+    rc = 3;
+  }
+  c.barrier()->wait();
+  report(rc == 0 ? "ok" : "failed");
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s kill V | mismatch_count | mismatch_kind | debug_mismatch | wait_timeout\n",
+                 argv[0]);
+    return 2;
+  }
+  const char* out = std::getenv("DT_TEST_OUT");
+  g_out = out ? out : ".";
+  const std::string mode = argv[1];
+  std::shared_ptr<dt::Communicator> comm;
+  try {
+    comm = dt::init_process_group();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "init_process_group failed: %s\n", e.what());
+    return 1;
+  }
+  g_rank = comm->rank();
+  int rc = 3;
+  if (mode == "kill" && argc > 2)
+    rc = scenario_kill(*comm, std::atoi(argv[2]));
+  else if (mode == "mismatch_count")
+    rc = scenario_mismatch(*comm);
+  else if (mode == "debug_mismatch")
+    rc = scenario_mismatch(*comm);
+  else if (mode == "mismatch_kind")
+    rc = scenario_mismatch_kind(*comm);
+  else if (mode == "wait_timeout")
+    rc = scenario_wait_timeout(*comm);
+  else
+    std::fprintf(stderr, "unknown scenario '%s'\n", mode.c_str());
+  report("exit " + std::to_string(rc));
+  comm.reset();
+  return rc;
+}
