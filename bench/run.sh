@@ -11,7 +11,7 @@
 # Then the other benchmarks of the build (bench/ops: local op kernels against raw BLAS), each printing its own table.
 #
 # Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
-# DT_BENCH_ANCHORS (/work/shared/anchors), DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops.
+# DT_BENCH_ANCHORS (/work/shared/anchors), DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
@@ -30,6 +30,16 @@ if [ -z "$only" ] || [ "$only" = ops ]; then
     "$build/bench/ops"
   fi
   [ "$only" = ops ] && exit 0
+fi
+if [ -z "$only" ] || [ "$only" = redistribute ]; then
+  # Each redistribution transition against the bare collective it performs, in the same run.
+  if [ -x "$build/bench/redistribute" ]; then
+    for n in $ranks_list; do
+      echo "== bench/redistribute, $n ranks" >&2
+      "$build/tools/dtrun" --nproc-per-node "$n" "$build/bench/redistribute" "${DT_BENCH_SAMPLES:-9}"
+    done
+  fi
+  [ "$only" = redistribute ] && exit 0
 fi
 for f in "$bench" "$dtrun"; do
   [ -x "$f" ] || { echo "bench/run.sh: $f is missing (build first: ./dev build)" >&2; exit 1; }

@@ -115,14 +115,17 @@ CommunicatorPtr default_world() {
 // ---- validation ----
 
 void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
-  const std::string what = a.describe() + " on " + comm.backend_name() + "[rank " + std::to_string(comm.rank()) +
-                           "/" + std::to_string(comm.size()) + "]";
-  DT_CHECK_ARG(a.count >= 0, what, ": count must be non-negative, got ", a.count);
-  DT_CHECK_ARG(comm.supports(a.device), what, ": buffers on ", a.device, " are not supported by the ",
+  // Hot path: the description is only built when a check fails.
+  auto what = [&] {
+    return a.describe() + " on " + comm.backend_name() + "[rank " + std::to_string(comm.rank()) + "/" +
+           std::to_string(comm.size()) + "]";
+  };
+  DT_CHECK_ARG(a.count >= 0, what(), ": count must be non-negative, got ", a.count);
+  DT_CHECK_ARG(comm.supports(a.device), what(), ": buffers on ", a.device, " are not supported by the ",
                comm.backend_name(), " backend");
   const int n = comm.size();
   auto need = [&](const void* p, const char* name) {
-    DT_CHECK_ARG(a.count == 0 || p != nullptr, what, ": ", name, " buffer is null");
+    DT_CHECK_ARG(a.count == 0 || p != nullptr, what(), ": ", name, " buffer is null");
   };
   switch (a.kind) {
     case CollectiveKind::kAllGather:
@@ -134,19 +137,19 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
       break;
     case CollectiveKind::kBroadcast:
       need(a.recv, "broadcast");
-      DT_CHECK_ARG(a.root >= 0 && a.root < n, what, ": root ", a.root, " is not a rank of a group of ", n);
+      DT_CHECK_ARG(a.root >= 0 && a.root < n, what(), ": root ", a.root, " is not a rank of a group of ", n);
       break;
     case CollectiveKind::kSend:
     case CollectiveKind::kRecv:
       need(a.kind == CollectiveKind::kSend ? a.send : a.recv, "message");
-      DT_CHECK_ARG(a.peer >= 0 && a.peer < n, what, ": peer ", a.peer, " is not a rank of a group of ", n);
-      DT_CHECK_ARG(a.peer != comm.rank(), what, ": send/recv to itself (rank ", a.peer, ")");
+      DT_CHECK_ARG(a.peer >= 0 && a.peer < n, what(), ": peer ", a.peer, " is not a rank of a group of ", n);
+      DT_CHECK_ARG(a.peer != comm.rank(), what(), ": send/recv to itself (rank ", a.peer, ")");
       break;
     case CollectiveKind::kAllToAllV: {
       auto check_vec = [&](const std::vector<int64_t>& v, const char* name) {
-        DT_CHECK_ARG(int(v.size()) == n, what, ": ", name, " has ", v.size(), " entries, expected one per rank (", n,
+        DT_CHECK_ARG(int(v.size()) == n, what(), ": ", name, " has ", v.size(), " entries, expected one per rank (", n,
                      ")");
-        for (int64_t x : v) DT_CHECK_ARG(x >= 0, what, ": negative entry in ", name, ": ", x);
+        for (int64_t x : v) DT_CHECK_ARG(x >= 0, what(), ": negative entry in ", name, ": ", x);
       };
       check_vec(a.send_counts, "send_counts");
       check_vec(a.send_displs, "send_displs");

@@ -338,7 +338,9 @@ std::shared_ptr<Communicator> init_process_group() {
   BootstrapEnv env = init_from_env();
   set_process_rank(env.rank);
   std::shared_ptr<Store> store = connect_store(env);
-  return create_ucx_communicator(std::move(store), env.rank, env.world_size);
+  std::shared_ptr<Communicator> world = create_ucx_communicator(std::move(store), env.rank, env.world_size);
+  set_default_world(world);
+  return world;
 }
 
 }  // namespace dt

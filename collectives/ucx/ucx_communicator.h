@@ -65,7 +65,8 @@ class UcxCommunicator final : public Communicator {
 std::shared_ptr<Communicator> create_ucx_communicator(std::shared_ptr<Store> store, int rank, int world_size);
 
 // The convenience entry: reads the launcher's environment (init_from_env), connects to (or hosts) the job's store
-// (connect_store), sets the log rank (set_process_rank) and returns the world communicator over UCX.
+// (connect_store), sets the log rank (set_process_rank), makes the world communicator over UCX the default world
+// (set_default_world, used by DeviceMesh::create) and returns it.
 std::shared_ptr<Communicator> init_process_group();
 
 }  // namespace dt

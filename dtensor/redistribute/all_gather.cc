@@ -4,8 +4,8 @@
 // torch.chunk's sizes along a group are (c, ..., c, r, 0, ..., 0) with c = ceil(n/k): every non-empty chunk but
 // the last is full. So when d leads the memory order (all earlier dims have size 1), member i's chunk starts at
 // i*c in the padded gather buffer exactly where it starts in the result, and the result is a prefix of the buffer:
-// the all-gather writes straight into the output, uneven or not. Otherwise the input is packed with d first and
-// the received blocks are unpacked into place.
+// the all-gather writes straight into the output, uneven or not. Otherwise every member's (padded) block is gathered
+// as it lies in memory and copied into its slice of the output along d: contiguous row copies, never a transpose.
 #include "core/error.h"
 #include "dtensor/redistribute/transitions.h"
 
@@ -22,23 +22,28 @@ PendingStep AllGatherTransition::start(const StepContext& c) const {
   const int64_t chunk = sizes[0];
   DT_ASSERT(in.size(d) == sizes[size_t(c.my_index())], "local block does not match the layout");
 
-  const bool direct = leading_dims_trivial(in.shape(), d);
-  Tensor send;
-  if (direct && in.size(d) == chunk) {
-    send = in.view(front_shape(in.shape(), d, chunk));
-  } else {
-    send = Tensor::empty(front_shape(in.shape(), d, chunk), in.dtype(), in.device());
-    copy_into(send.narrow(0, 0, in.size(d)), dim_to_front(in, d));
+  Shape block = in.shape();  // every member's block padded to the chunk size along d
+  block[size_t(d)] = chunk;
+  Shape recv_shape{k};
+  recv_shape.insert(recv_shape.end(), block.begin(), block.end());
+  Tensor send = in;
+  if (in.size(d) != chunk) {
+    send = Tensor::empty(block, in.dtype(), in.device());
+    copy_into(send.narrow(d, 0, in.size(d)), in);
   }
-  Tensor recv = Tensor::empty(front_shape(in.shape(), d, chunk * k), in.dtype(), in.device());
+  Tensor recv = Tensor::empty(recv_shape, in.dtype(), in.device());
   WorkPtr work = c.comm()->all_gather(send, recv);
+  const bool direct = leading_dims_trivial(in.shape(), d);
   auto finish = [send, recv, sizes, out_shape, d, k, chunk, direct]() -> Tensor {
-    if (direct) return recv.narrow(0, 0, out_shape[size_t(d)]).view(out_shape);  // Note [gather into the output]
+    if (direct) {  // Note [gather into the output]
+      Shape flat = front_shape(out_shape, d, chunk * k);
+      return recv.view(flat).narrow(0, 0, out_shape[size_t(d)]).view(out_shape);
+    }
+    // Blocks are whole rows of the output's memory order along d: copy them into place (row copies, no transpose).
     Tensor out = Tensor::empty(out_shape, recv.dtype(), recv.device());
-    Tensor out_front = dim_to_front(out, d);
     int64_t off = 0;
     for (int64_t i = 0; i < k; ++i) {
-      copy_into(out_front.narrow(0, off, sizes[size_t(i)]), recv.narrow(0, i * chunk, sizes[size_t(i)]));
+      copy_into(out.narrow(d, off, sizes[size_t(i)]), recv.select(0, i).narrow(d, 0, sizes[size_t(i)]));
       off += sizes[size_t(i)];
     }
     return out;

@@ -1,14 +1,48 @@
-// S(i) -> S(j) along one mesh dim: a padded all-to-all. Member p holds chunk p of i (size a_p) and j's whole
-// range; afterwards member q holds chunk q of j (size b_q) and i's whole range. Every block is padded to
-// (max a) x (max b) so that one equal-count all-to-all moves them; padding is dropped on unpack.
+// S(i) -> S(j) along one mesh dim: one all-to-all(v) with exact (unpadded) counts. Member p holds chunk p of i
+// (size a_p) and j's whole range; afterwards member q holds chunk q of j (size b_q) and i's whole range. The block
+// for q is in.narrow(j, chunk q) and the block from p lands in out.narrow(i, chunk p). Each side is used in place
+// when all its blocks are contiguous in memory (S(0)->S(1) receives straight into the output, S(1)->S(0) sends
+// straight from the input); otherwise the blocks are packed into (or unpacked from) a staging buffer, one row copy.
 #include "dtensor/redistribute/transitions.h"
 
 namespace dt::redistribute {
 
+namespace {
+
+struct Blocks {
+  std::vector<Tensor> views;  // one per member, in member order
+  std::vector<int64_t> counts, displs;
+  bool in_place = true;  // every view is contiguous and lies in `base` at displs
+};
+
+// The views of `base` along `dim` at the given offsets and sizes, and whether they can be used in place.
+Blocks blocks_of(const Tensor& base, int64_t dim, const std::vector<int64_t>& off, const std::vector<int64_t>& size) {
+  Blocks b;
+  int64_t packed = 0;
+  for (size_t p = 0; p < off.size(); ++p) {
+    Tensor v = base.narrow(dim, off[p], size[p]);
+    b.counts.push_back(v.numel());
+    if (!v.is_contiguous() && v.numel() > 0) b.in_place = false;
+    b.displs.push_back(v.numel() ? v.offset() - base.offset() : 0);
+    b.views.push_back(v);
+    packed += v.numel();
+  }
+  if (!b.in_place) {  // staging layout: the blocks packed one after another
+    packed = 0;
+    for (size_t p = 0; p < off.size(); ++p) {
+      b.displs[p] = packed;
+      packed += b.counts[p];
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
 bool AllToAllTransition::is_suitable(const PlanStep& step) const { return step.kind == StepKind::kAllToAll; }
 
 PendingStep AllToAllTransition::start(const StepContext& c) const {
-  const int64_t i = c.step.from_tensor_dim, j = c.step.to_tensor_dim, k = c.group_size(), me = c.my_index();
+  const int64_t i = c.step.from_tensor_dim, j = c.step.to_tensor_dim, k = c.group_size();
   const Tensor& in = c.input;
   std::vector<int64_t> a(static_cast<size_t>(k)), b(a), a_off(a), b_off(a);
   for (int64_t p = 0; p < k; ++p) {
@@ -17,23 +51,25 @@ PendingStep AllToAllTransition::start(const StepContext& c) const {
     a_off[size_t(p)] = p ? a_off[size_t(p - 1)] + a[size_t(p - 1)] : 0;
     b_off[size_t(p)] = p ? b_off[size_t(p - 1)] + b[size_t(p - 1)] : 0;
   }
-  Shape block = in.shape();
-  block[size_t(i)] = a[0];
-  block[size_t(j)] = b[0];
-  Shape buf_shape{k};
-  buf_shape.insert(buf_shape.end(), block.begin(), block.end());
-  Tensor send = Tensor::empty(buf_shape, in.dtype(), in.device());
-  for (int64_t q = 0; q < k; ++q)
-    copy_into(send.select(0, q).narrow(i, 0, a[size_t(me)]).narrow(j, 0, b[size_t(q)]),
-              in.narrow(j, b_off[size_t(q)], b[size_t(q)]));
-  Tensor recv = Tensor::empty(buf_shape, in.dtype(), in.device());
-  WorkPtr work = c.comm()->all_to_all(send, recv);
-  Shape out_shape = c.output_shape();
-  auto finish = [send, recv, out_shape, a, a_off, b, i, j, k, me]() -> Tensor {
-    Tensor out = Tensor::empty(out_shape, recv.dtype(), recv.device());
+  Tensor out = Tensor::empty(c.output_shape(), in.dtype(), in.device());
+  Blocks send = blocks_of(in, j, b_off, b);
+  Blocks recv = blocks_of(out, i, a_off, a);
+  Tensor send_buf = in, recv_buf = out;
+  if (!send.in_place) {
+    send_buf = Tensor::empty({in.numel()}, in.dtype(), in.device());
     for (int64_t p = 0; p < k; ++p)
-      copy_into(out.narrow(i, a_off[size_t(p)], a[size_t(p)]),
-                recv.select(0, p).narrow(i, 0, a[size_t(p)]).narrow(j, 0, b[size_t(me)]));
+      copy_into(send_buf.narrow(0, send.displs[size_t(p)], send.counts[size_t(p)]).view(send.views[size_t(p)].shape()),
+                send.views[size_t(p)]);
+  }
+  if (!recv.in_place) recv_buf = Tensor::empty({out.numel()}, in.dtype(), in.device());
+  WorkPtr work = c.comm()->all_to_allv(send_buf.numel() ? send_buf.data_ptr() : nullptr, send.counts, send.displs,
+                                       recv_buf.numel() ? recv_buf.data_ptr() : nullptr, recv.counts, recv.displs,
+                                       in.dtype(), in.device());
+  auto finish = [send_buf, recv_buf, out, recv, k]() -> Tensor {
+    if (!recv.in_place)
+      for (int64_t p = 0; p < k; ++p)
+        copy_into(recv.views[size_t(p)],
+                  recv_buf.narrow(0, recv.displs[size_t(p)], recv.counts[size_t(p)]).view(recv.views[size_t(p)].shape()));
     return out;
   };
   return {work, finish};

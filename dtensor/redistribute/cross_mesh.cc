@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "dtensor/redistribute/executor.h"
+#include "dtensor/redistribute/transition.h"
 #include "placement/layout.h"
 #include "placement/planner.h"
 
@@ -112,10 +113,14 @@ Tensor run_cross_mesh(const DeviceMesh& src_mesh, const ShardingSpec& src_spec, 
   std::vector<Tensor> keep_alive;
   for (const Transfer& x : transfers) {
     if (x.sender == me && x.receiver == me) {
-      Tensor dst = region_view(out, x.dst_box, x.region);
-      dst.copy_(region_view(src_local, x.src_box, x.region));
+      copy_into(region_view(out, x.dst_box, x.region), region_view(src_local, x.src_box, x.region));
     } else if (x.sender == me) {
-      Tensor buf = region_view(src_local, x.src_box, x.region).contiguous();
+      Tensor region = region_view(src_local, x.src_box, x.region);
+      Tensor buf = region;
+      if (!region.is_contiguous()) {
+        buf = Tensor::empty(region.shape(), dtype, device);
+        copy_into(buf, region);
+      }
       keep_alive.push_back(buf);
       works.push_back(world->send(buf, int(x.receiver)));
     } else if (x.receiver == me) {
@@ -126,15 +131,15 @@ Tensor run_cross_mesh(const DeviceMesh& src_mesh, const ShardingSpec& src_spec, 
     }
   }
   for (auto& w : works) w->wait();
-  for (auto& [dst, buf] : unpack) dst.copy_(buf);
+  for (auto& [dst, buf] : unpack) copy_into(dst, buf);
 
   // 5. Partial target dims, by the exact local rule.
   if (dst_mesh.is_member()) {
     for (int64_t m = 0; m < dst_spec.mesh_ndim(); ++m) {
       if (!is_partial(dst_spec[m]) || dst_mesh.coordinate()[size_t(m)] == 0) continue;
       ReduceOp op = std::get<Partial>(dst_spec[m]).op;
-      if (op == ReduceOp::kSum) out.fill_(0);
-      if (op == ReduceOp::kProduct) out.fill_(1);
+      if (op == ReduceOp::kSum || op == ReduceOp::kProduct)
+        out = filled(out.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, dtype, device);
     }
   }
   return out;

@@ -9,8 +9,9 @@ PendingStep LocalSliceTransition::start(const StepContext& c) const {
   const int64_t d = c.step.to_tensor_dim, me = c.my_index();
   int64_t off = 0;
   for (int64_t i = 0; i < me; ++i) off += c.member_shape_after(i)[size_t(d)];
-  Tensor out = c.input.narrow(d, off, c.output_shape()[size_t(d)]).contiguous();
-  if (out.shares_storage_with(c.input)) out = out.clone();  // own the block: later in-place updates stay local
+  // Own the block (a copy, not a view): later in-place updates of either tensor stay separate.
+  Tensor out = Tensor::empty(c.output_shape(), c.input.dtype(), c.input.device());
+  copy_into(out, c.input.narrow(d, off, c.output_shape()[size_t(d)]));
   return {nullptr, [out]() { return out; }};
 }
 

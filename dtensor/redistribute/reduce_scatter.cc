@@ -1,8 +1,9 @@
-// P(op) -> S(d) along one mesh dim: a padded reduce-scatter. The input (d's whole current range) is laid out with d
-// first and padded to k equal chunks; member i keeps the first size_i rows of its reduced chunk. When d leads the
-// memory order and the chunks are even, the input is sent as is; the output is a prefix view of the received chunk
-// in that case too (Note [gather into the output] in all_gather.cc, mirrored).
+// P(op) -> S(d) along one mesh dim: a padded reduce-scatter. The input (d's whole current range) is cut into the k
+// destination chunks along d, each padded to the chunk size (row copies, no transpose); member i keeps the first
+// size_i rows of its reduced chunk. When d leads the memory order and the chunks are even, the input is sent as is
+// and the output is a prefix view of the received chunk (Note [gather into the output] in all_gather.cc, mirrored).
 #include "core/error.h"
+#include "kernels/fill.h"
 #include "dtensor/redistribute/transitions.h"
 
 namespace dt::redistribute {
@@ -23,22 +24,33 @@ PendingStep ReduceScatterTransition::start(const StepContext& c) const {
   ReduceOp op = std::get<Partial>(c.step.from).op;
 
   const bool direct = leading_dims_trivial(in.shape(), d);
+  Shape block = in.shape();  // one destination's chunk, padded to the chunk size along d
+  block[size_t(d)] = chunk;
   Tensor send;
   if (direct && total == chunk * k) {
-    send = in.view(front_shape(in.shape(), d, total));
+    send = in;  // already k equal chunks in memory order
   } else {
-    // Rows past `total` are padding: reduced like the rest and dropped, never visible.
-    send = Tensor::empty(front_shape(in.shape(), d, chunk * k), in.dtype(), in.device());
-    copy_into(send.narrow(0, 0, total), dim_to_front(in, d));
-    send.narrow(0, total, chunk * k - total).zero_();
+    // Rows past a chunk's size are padding: reduced like the rest and dropped, never visible.
+    Shape send_shape{k};
+    send_shape.insert(send_shape.end(), block.begin(), block.end());
+    send = Tensor::empty(send_shape, in.dtype(), in.device());
+    int64_t off = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      Tensor dst = send.select(0, i);
+      copy_into(dst.narrow(d, 0, sizes[size_t(i)]), in.narrow(d, off, sizes[size_t(i)]));
+      Tensor pad = dst.narrow(d, sizes[size_t(i)], chunk - sizes[size_t(i)]);
+      if (pad.numel()) kernels::fill(pad, kernels::Scalar(0.0));
+      off += sizes[size_t(i)];
+    }
   }
-  Tensor recv = Tensor::empty(front_shape(in.shape(), d, chunk), in.dtype(), in.device());
-  WorkPtr work = c.comm()->reduce_scatter(send, recv, op);
+  Tensor recv = Tensor::empty(block, in.dtype(), in.device());
+  WorkPtr work = c.comm()->reduce_scatter(send.view({send.numel()}), recv, op);
   const int64_t mine = sizes[size_t(me)];
-  auto finish = [send, recv, out_shape, d, mine, direct]() -> Tensor {
-    if (direct) return recv.narrow(0, 0, mine).view(out_shape);
+  auto finish = [send, recv, out_shape, d, mine, chunk, direct]() -> Tensor {
+    if (mine == chunk) return recv;
+    if (direct) return recv.narrow(d, 0, mine);  // a prefix of the chunk's memory: contiguous, no copy
     Tensor out = Tensor::empty(out_shape, recv.dtype(), recv.device());
-    copy_into(dim_to_front(out, d), recv.narrow(0, 0, mine));
+    copy_into(out, recv.narrow(d, 0, mine));
     return out;
   };
   return {work, finish};

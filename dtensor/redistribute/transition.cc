@@ -1,6 +1,8 @@
 #include "dtensor/redistribute/transition.h"
 
 #include "core/error.h"
+#include "kernels/copy.h"
+#include "kernels/fill.h"
 #include "placement/layout.h"
 
 namespace dt::redistribute {
@@ -40,8 +42,13 @@ bool leading_dims_trivial(const Shape& shape, int64_t d) {
 
 void copy_into(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
-  Tensor d = dst;  // a view handle: copying it writes through to dst
-  d.copy_(src);
+  kernels::copy(dst, src);  // strided, on the tensors' device (CUDA kernels on the GPU, memcpy rows on the CPU)
+}
+
+Tensor filled(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = Tensor::empty(shape, dtype, device);
+  if (t.numel()) kernels::fill(t, kernels::Scalar(value));
+  return t;
 }
 
 }  // namespace dt::redistribute

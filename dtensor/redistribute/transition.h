@@ -55,7 +55,9 @@ Tensor front_to_dim(const Tensor& t, int64_t d);
 // Whether dims before `d` all have size 1, so that a contiguous tensor with `d` moved to the front has the same
 // memory order (no pack needed).
 bool leading_dims_trivial(const Shape& shape, int64_t d);
-// dst.copy_(src) for same-device strided tensors (CPU or CUDA kernels).
+// dst.copy_(src) for same-device, same-dtype strided tensors (CPU or CUDA kernels).
 void copy_into(const Tensor& dst, const Tensor& src);
+// A new tensor filled with `value` on `device` (device-side fill).
+Tensor filled(const Shape& shape, double value, DType dtype, Device device);
 
 }  // namespace dt::redistribute

@@ -1,3 +1,8 @@
+// The loops below are the arithmetic of every host reduce-scatter and all-reduce. GCC 12 at -O2 uses the
+// "very cheap" vectorizer cost model, which refuses loops of unknown trip count; ask for the dynamic model here
+// (measured by the UCX bench work: 2.7x faster in cache).
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+
 #include "core/error.h"
 #include "kernels/reduce.h"
 #include "kernels/reduce_op_impl.h"

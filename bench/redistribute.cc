@@ -1,0 +1,120 @@
+// bench/redistribute: each redistribution transition against the bare collective it performs, in the same run.
+//
+//   dtrun --nproc-per-node N build/bench/redistribute [samples]
+//
+// For each transition and global tensor size (1, 4, 16, 64 MiB of f32, shape [rows, 1024]) it times
+// x.redistribute(target) and the bare Communicator call that moves the same bytes (all_gather into a preallocated
+// output, all_reduce, reduce_scatter, all_to_all), alternating the two, and prints a table plus one JSON line per
+// row: {"bench":"redistribute","transition":"S(0)->R","ranks":N,"bytes":..,"redistribute_us":..,"bare_us":..,
+// "ratio":..}. Time per sample = max over ranks of (barrier; op; wait), median over samples.
+// Targets: S(0)->R and P->R within 1.05x of the bare collective, S(1)->R and S(i)->S(j) within 1.3x.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectives/ucx/ucx_communicator.h"
+#include "dtensor/dtensor.h"
+
+namespace {
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Max over ranks of one timed call.
+double timed(const dt::CommunicatorPtr& world, const std::function<void()>& fn) {
+  world->barrier()->wait();
+  double t0 = now_us();
+  fn();
+  double dt_us = now_us() - t0;
+  dt::Tensor t = dt::Tensor::from_data<double>({dt_us}, {1});
+  world->all_reduce(t, dt::ReduceOp::kMax)->wait();
+  return t.data<double>()[0];
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+enum class OutSize { kTimesRanks, kSame, kOverRanks };  // bare output numel relative to the local input
+
+struct Case {
+  const char* name;
+  OutSize out_size;
+  std::vector<dt::Placement> from, to;
+  std::function<void(const dt::DTensor& x, dt::Tensor& scratch_in, dt::Tensor& scratch_out)> bare;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    dt::CommunicatorPtr world = dt::init_process_group();
+    const int n = world->size();
+    const int samples = argc > 1 ? std::atoi(argv[1]) : 9;
+    auto mesh = dt::DeviceMesh::create(dt::Device::cpu(), {n});
+    const dt::CommunicatorPtr& comm = mesh.comm(0);
+    const bool lead = world->rank() == 0;
+
+    std::vector<Case> cases = {
+        {"S(0)->R", OutSize::kTimesRanks, {dt::Shard(0)}, {dt::Replicate()},
+         [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_gather(x.to_local(), out)->wait(); }},
+        {"S(1)->R", OutSize::kTimesRanks, {dt::Shard(1)}, {dt::Replicate()},
+         [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_gather(x.to_local(), out)->wait(); }},
+        {"P->R", OutSize::kSame, {dt::Partial()}, {dt::Replicate()},
+         [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) {
+           const dt::Tensor& in = x.to_local();
+           comm->all_reduce(in.data_ptr(), out.data_ptr(), in.numel(), in.dtype(), dt::ReduceOp::kSum,
+                            dt::Device::cpu())->wait();
+         }},
+        {"P->S(0)", OutSize::kOverRanks, {dt::Partial()}, {dt::Shard(0)},
+         [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) {
+           comm->reduce_scatter(x.to_local(), out, dt::ReduceOp::kSum)->wait();
+         }},
+        {"S(0)->S(1)", OutSize::kSame, {dt::Shard(0)}, {dt::Shard(1)},
+         [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_to_all(x.to_local(), out)->wait(); }},
+        {"S(1)->S(0)", OutSize::kSame, {dt::Shard(1)}, {dt::Shard(0)},
+         [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_to_all(x.to_local(), out)->wait(); }},
+    };
+    if (lead)
+      std::printf("%-11s %5s %9s %14s %10s %7s\n", "transition", "ranks", "MiB", "redistribute_us", "bare_us",
+                  "ratio");
+    for (int64_t mib : {1, 4, 16, 64}) {
+      const int64_t cols = 1024, rows = mib * (1 << 20) / 4 / cols;
+      dt::Tensor full = dt::Tensor::rand({rows, cols}, 7);
+      for (const Case& c : cases) {
+        dt::DTensor x = dt::distribute_tensor(full, mesh, c.from);
+        const dt::Tensor& local = x.to_local();
+        dt::Tensor scratch_in;
+        int64_t out_numel = c.out_size == OutSize::kTimesRanks ? local.numel() * n
+                            : c.out_size == OutSize::kOverRanks ? local.numel() / n
+                                                                 : local.numel();
+        dt::Tensor out = dt::Tensor::empty({out_numel});
+        x.redistribute(c.to);  // warm-up: plan cache, buffers
+        c.bare(x, scratch_in, out);
+        std::vector<double> tr, tb;
+        for (int s = 0; s < samples; ++s) {
+          tr.push_back(timed(world, [&] { x.redistribute(c.to); }));
+          tb.push_back(timed(world, [&] { c.bare(x, scratch_in, out); }));
+        }
+        double r = median(tr), b = median(tb);
+        if (lead) {
+          std::printf("%-11s %5d %9lld %14.1f %10.1f %7.2f\n", c.name, n, (long long)mib, r, b, r / b);
+          std::printf("{\"bench\":\"redistribute\",\"transition\":\"%s\",\"ranks\":%d,\"bytes\":%lld,"
+                      "\"redistribute_us\":%.1f,\"bare_us\":%.1f,\"ratio\":%.3f}\n",
+                      c.name, n, (long long)(mib << 20), r, b, r / b);
+        }
+      }
+    }
+    world->barrier()->wait();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench/redistribute failed: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
