@@ -220,119 +220,78 @@ WorkPtr Communicator::submit(const CollectiveArgs& args) {
 
 // ---- marshalling ----
 
-WorkPtr Communicator::all_gather(const void* send, void* recv, int64_t count, DType dtype, Device device,
-                                 Stream stream) {
+namespace {
+CollectiveArgs args_for(CollectiveKind kind, const void* send, void* recv, int64_t count, DType dtype, Device device,
+                        Stream stream) {
   CollectiveArgs a;
-  a.kind = CollectiveKind::kAllGather;
+  a.kind = kind;
   a.send = send;
   a.recv = recv;
   a.count = count;
   a.dtype = dtype;
   a.device = device;
   a.stream = stream;
-  return submit(a);
+  return a;
+}
+}  // namespace
+
+WorkPtr Communicator::all_gather(const void* send, void* recv, int64_t count, DType dtype, Device device,
+                                 Stream stream) {
+  return submit(args_for(CollectiveKind::kAllGather, send, recv, count, dtype, device, stream));
 }
 
 WorkPtr Communicator::reduce_scatter(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op,
                                      Device device, Stream stream) {
-  CollectiveArgs a;
-  a.kind = CollectiveKind::kReduceScatter;
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.dtype = dtype;
+  CollectiveArgs a = args_for(CollectiveKind::kReduceScatter, send, recv, count, dtype, device, stream);
   a.op = op;
-  a.device = device;
-  a.stream = stream;
   return submit(a);
 }
 
 WorkPtr Communicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op, Device device,
                                  Stream stream) {
-  CollectiveArgs a;
-  a.kind = CollectiveKind::kAllReduce;
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.dtype = dtype;
+  CollectiveArgs a = args_for(CollectiveKind::kAllReduce, send, recv, count, dtype, device, stream);
   a.op = op;
-  a.device = device;
-  a.stream = stream;
   return submit(a);
 }
 
 WorkPtr Communicator::broadcast(void* buf, int64_t count, DType dtype, int root, Device device, Stream stream) {
-  CollectiveArgs a;
-  a.kind = CollectiveKind::kBroadcast;
-  a.send = buf;
-  a.recv = buf;
-  a.count = count;
-  a.dtype = dtype;
+  CollectiveArgs a = args_for(CollectiveKind::kBroadcast, buf, buf, count, dtype, device, stream);
   a.root = root;
-  a.device = device;
-  a.stream = stream;
   return submit(a);
 }
 
 WorkPtr Communicator::all_to_all(const void* send, void* recv, int64_t count, DType dtype, Device device,
                                  Stream stream) {
-  CollectiveArgs a;
-  a.kind = CollectiveKind::kAllToAll;
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.dtype = dtype;
-  a.device = device;
-  a.stream = stream;
-  return submit(a);
+  return submit(args_for(CollectiveKind::kAllToAll, send, recv, count, dtype, device, stream));
 }
 
 WorkPtr Communicator::all_to_allv(const void* send, std::vector<int64_t> send_counts,
                                   std::vector<int64_t> send_displs, void* recv, std::vector<int64_t> recv_counts,
                                   std::vector<int64_t> recv_displs, DType dtype, Device device, Stream stream) {
-  CollectiveArgs a;
-  a.kind = CollectiveKind::kAllToAllV;
-  a.send = send;
-  a.recv = recv;
-  for (int64_t c : send_counts) a.count += c;
+  int64_t total = 0;
+  for (int64_t c : send_counts) total += c;
+  CollectiveArgs a = args_for(CollectiveKind::kAllToAllV, send, recv, total, dtype, device, stream);
   a.send_counts = std::move(send_counts);
   a.send_displs = std::move(send_displs);
   a.recv_counts = std::move(recv_counts);
   a.recv_displs = std::move(recv_displs);
-  a.dtype = dtype;
-  a.device = device;
-  a.stream = stream;
   return submit(a);
 }
 
 WorkPtr Communicator::send(const void* buf, int64_t count, DType dtype, int peer, Device device, Stream stream) {
-  CollectiveArgs a;
-  a.kind = CollectiveKind::kSend;
-  a.send = buf;
-  a.count = count;
-  a.dtype = dtype;
+  CollectiveArgs a = args_for(CollectiveKind::kSend, buf, nullptr, count, dtype, device, stream);
   a.peer = peer;
-  a.device = device;
-  a.stream = stream;
   return submit(a);
 }
 
 WorkPtr Communicator::recv(void* buf, int64_t count, DType dtype, int peer, Device device, Stream stream) {
-  CollectiveArgs a;
-  a.kind = CollectiveKind::kRecv;
-  a.recv = buf;
-  a.count = count;
-  a.dtype = dtype;
+  CollectiveArgs a = args_for(CollectiveKind::kRecv, nullptr, buf, count, dtype, device, stream);
   a.peer = peer;
-  a.device = device;
-  a.stream = stream;
   return submit(a);
 }
 
 WorkPtr Communicator::barrier() {
-  CollectiveArgs a;
-  a.kind = CollectiveKind::kBarrier;
-  return submit(a);
+  return submit(args_for(CollectiveKind::kBarrier, nullptr, nullptr, 0, DType::f32, Device::cpu(), {}));
 }
 
 // ---- Tensor API ----
