@@ -35,18 +35,23 @@ struct Row {
   std::string op;  // "matmul", "matmul_tn" (transposed left operand), "linear" (x @ w^T)
   int64_t m, n, k;
   double gflops, ref_gflops, max_abs_diff;
+  double single_gflops = 0;  // distributed rows: the whole product on one process with all the ranks' BLAS threads
 };
 
 void print_row(const Row& r) {
   std::printf("%-10s %6lld %6lld %6lld %10.1f %10.1f %7.3f %10.2e\n", r.op.c_str(), (long long)r.m, (long long)r.n,
               (long long)r.k, r.gflops, r.ref_gflops, r.gflops / r.ref_gflops, r.max_abs_diff);
+  if (r.single_gflops > 0)
+    std::printf("%-10s %20s single process, same total work: %.1f GFLOP/s -> distributed / single = %.3f\n", "",
+                "", r.single_gflops, r.gflops / r.single_gflops);
 }
 
 void print_json(const Row& r) {
   std::printf(
       "{\"bench\":\"ops\",\"op\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"gflops\":%.2f,\"ref_gflops\":%.2f,"
-      "\"ratio\":%.4f}\n",
-      r.op.c_str(), (long long)r.m, (long long)r.n, (long long)r.k, r.gflops, r.ref_gflops, r.gflops / r.ref_gflops);
+      "\"ratio\":%.4f,\"single_gflops\":%.2f}\n",
+      r.op.c_str(), (long long)r.m, (long long)r.n, (long long)r.k, r.gflops, r.ref_gflops, r.gflops / r.ref_gflops,
+      r.single_gflops);
 }
 
 // Runs `ours` and `ref` alternately (after one warm-up each when `warm_up`) until both have `min_reps` runs and
@@ -112,6 +117,10 @@ Row bench_dist(const std::string& op, int64_t m, int64_t n, int64_t k, int ranks
   Tensor want = dt::kernels::linear(x, w);
   double t_ours = 0, t_ref = 0, diff = 0;
   const int prev_threads = dt::kernels::blas_threads();
+  // The single-process baseline: the whole product with as many BLAS threads as there are ranks.
+  dt::kernels::set_blas_threads(ranks);
+  double t_single = 1e30;
+  for (int rep = 0; rep < 3; ++rep) t_single = std::min(t_single, seconds([&] { dt::kernels::linear(x, w); }));
   dt::kernels::set_blas_threads(1);
   dt::run_threads(ranks, [&](dt::CommunicatorPtr world) {
     dt::DeviceMesh mesh = dt::DeviceMesh::create(world, dt::Device::cpu(), {ranks});
@@ -148,7 +157,7 @@ Row bench_dist(const std::string& op, int64_t m, int64_t n, int64_t k, int ranks
   });
   dt::kernels::set_blas_threads(prev_threads);
   double flop = 2.0 * double(m) * double(n) * double(k);
-  return Row{op, m, n, k, flop / t_ours * 1e-9, flop / t_ref * 1e-9, diff};
+  return Row{op, m, n, k, flop / t_ours * 1e-9, flop / t_ref * 1e-9, diff, flop / t_single * 1e-9};
 }
 
 }  // namespace
@@ -171,7 +180,8 @@ int main(int argc, char** argv) {
   rows.push_back(bench_gemm("matmul_tn", tm, tm, tk, seed += 2));
   for (const Row& r : rows) print_row(r);
 
-  // ---- 2. distributed matmul patterns on 2 thread ranks: dt::linear vs the local kernel + raw collective ----
+  // ---- 2. distributed matmul patterns on 2 thread ranks: dt::linear vs the local kernel + raw collective, and
+  //         vs the single-process product of the same total work ----
   // (target ratio close to 1: the strategy choice and wrapping cost little next to the GEMM)
   int64_t dm = quick ? 128 : 1024, dn = quick ? 128 : 2048, dk = quick ? 64 : 1024;
   for (const char* op : {"dist_col", "dist_row", "dist_fsdp"}) {
