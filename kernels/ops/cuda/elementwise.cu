@@ -135,20 +135,7 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
         it, static_cast<U*>(out.data_ptr()), cond.data<bool>(), static_cast<const U*>(a.data_ptr()),
         static_cast<const U*>(b.data_ptr()));
   };
-  switch (out.element_size()) {
-    case 1:
-      run.template operator()<uint8_t>();
-      break;
-    case 2:
-      run.template operator()<uint16_t>();
-      break;
-    case 4:
-      run.template operator()<uint32_t>();
-      break;
-    default:
-      run.template operator()<uint64_t>();
-      break;
-  }
+  dispatch_bits(out.element_size(), run);
   check_launch("kernels::cuda::where");
 }
 

@@ -155,20 +155,7 @@ void embedding(const Tensor& out, const Tensor& weight, const Tensor& ids, int64
                                                                  static_cast<const U*>(weight.data_ptr()), id, n, dim);
     });
   };
-  switch (weight.element_size()) {
-    case 1:
-      run.template operator()<uint8_t>();
-      break;
-    case 2:
-      run.template operator()<uint16_t>();
-      break;
-    case 4:
-      run.template operator()<uint32_t>();
-      break;
-    default:
-      run.template operator()<uint64_t>();
-      break;
-  }
+  dispatch_bits(weight.element_size(), run);
   check_launch("kernels::cuda::embedding");
 }
 

@@ -37,20 +37,7 @@ void triangle(const Tensor& out, const Tensor& x, int64_t batch, int64_t rows, i
     triangle_kernel<U><<<grid_for(total, kBlock), kBlock, 0, as_cuda(stream)>>>(
         static_cast<U*>(out.data_ptr()), static_cast<const U*>(x.data_ptr()), total, rows, cols, diagonal, lower);
   };
-  switch (x.element_size()) {  // zero bits are 0 in every dtype
-    case 1:
-      run.template operator()<uint8_t>();
-      break;
-    case 2:
-      run.template operator()<uint16_t>();
-      break;
-    case 4:
-      run.template operator()<uint32_t>();
-      break;
-    default:
-      run.template operator()<uint64_t>();
-      break;
-  }
+  dispatch_bits(x.element_size(), run);  // zero bits are 0 in every dtype
   check_launch("kernels::cuda::triangle");
 }
 
