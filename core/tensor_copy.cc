@@ -6,6 +6,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "core/device_ops.h"
 #include "core/tensor.h"
 
 #if defined(DT_WITH_CUDA)
@@ -110,7 +111,15 @@ Tensor host_mirror(const Tensor& t) {
 }
 #endif
 
+DeviceTensorOps& registered_ops() {
+  static DeviceTensorOps ops;
+  return ops;
+}
+
 }  // namespace
+
+void register_device_tensor_ops(const DeviceTensorOps& ops) { registered_ops() = ops; }
+const DeviceTensorOps& device_tensor_ops() { return registered_ops(); }
 
 Tensor& Tensor::copy_(const Tensor& src) {
   DT_CHECK_ARG(defined() && src.defined(), "copy_: undefined tensor");
@@ -122,6 +131,10 @@ Tensor& Tensor::copy_(const Tensor& src) {
     return *this;
   }
 #if defined(DT_WITH_CUDA)
+  if (dd == sd && device_tensor_ops().copy_cast) {  // one device: strided copy and cast in a kernel
+    device_tensor_ops().copy_cast(*this, s);
+    return *this;
+  }
   bool direct = dtype_ == s.dtype() && is_contiguous() && s.is_contiguous();
   if (direct) {
     cudaMemcpyKind kind = dd.is_cpu() ? cudaMemcpyDeviceToHost : sd.is_cpu() ? cudaMemcpyHostToDevice
@@ -187,6 +200,10 @@ Tensor& Tensor::fill_(double value) {
         for (int64_t i = 0; i < n; ++i) p[off + i * st] = v;
       });
     });
+    return *this;
+  }
+  if (device_tensor_ops().fill) {
+    device_tensor_ops().fill(*this, value);
     return *this;
   }
   Tensor host = Tensor::empty(shape_, dtype_);
