@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "kernels/dispatch_bits.h"
 #include "kernels/layout.h"
 
 namespace dt::kernels::cpu {
@@ -53,20 +54,5 @@ template <>
 struct Bits<8> {
   using type = uint64_t;
 };
-
-// Calls fn.template operator()<U>() with the unsigned type of `size` bytes (1, 2, 4 or 8).
-template <typename Fn>
-inline void dispatch_bits(size_t size, Fn&& fn) {
-  switch (size) {
-    case 1:
-      return fn.template operator()<uint8_t>();
-    case 2:
-      return fn.template operator()<uint16_t>();
-    case 4:
-      return fn.template operator()<uint32_t>();
-    default:
-      return fn.template operator()<uint64_t>();
-  }
-}
 
 }  // namespace dt::kernels::cpu

@@ -3,6 +3,7 @@
 #include "kernels/cast.h"
 #include "kernels/convert.h"
 #include "kernels/copy.h"
+#include "kernels/dispatch_bits.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/strided.cuh"
 #include "kernels/layout.h"
@@ -36,21 +37,6 @@ void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     cudaGetLastError();
     DT_THROW(CudaError, what, ": ", cudaGetErrorString(e));
-  }
-}
-
-// Same-dtype moves copy bits through an unsigned type of the element's size.
-template <typename Fn>
-void dispatch_bits(size_t size, Fn&& fn) {
-  switch (size) {
-    case 1:
-      return fn.template operator()<uint8_t>();
-    case 2:
-      return fn.template operator()<uint16_t>();
-    case 4:
-      return fn.template operator()<uint32_t>();
-    default:
-      return fn.template operator()<uint64_t>();
   }
 }
 

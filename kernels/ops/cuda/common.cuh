@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/launch.cuh"
+#include "kernels/dispatch_bits.h"
 #include "kernels/ops/functors.h"
 #include "kernels/ops/iter.h"
 
@@ -43,21 +44,5 @@ __device__ inline A block_max(A v, A* shared) {
 }
 
 inline int64_t grid_stride_blocks(int64_t n) { return int64_t(grid_for(n, kBlock)); }
-
-// Calls fn.template operator()<U>() with the unsigned type of `element_size` bytes: data-movement kernels (gather,
-// where, triangle masks) move bits, so one instantiation per size serves every dtype.
-template <typename Fn>
-void dispatch_bits(size_t element_size, Fn&& fn) {
-  switch (element_size) {
-    case 1:
-      return fn.template operator()<uint8_t>();
-    case 2:
-      return fn.template operator()<uint16_t>();
-    case 4:
-      return fn.template operator()<uint32_t>();
-    default:
-      return fn.template operator()<uint64_t>();
-  }
-}
 
 }  // namespace dt::kernels::cuda
