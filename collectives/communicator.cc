@@ -48,6 +48,7 @@ std::string CollectiveArgs::describe() const {
   if (kind == CollectiveKind::kBroadcast) os << ", root=" << root;
   if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) os << ", peer=" << peer;
   if (!device.is_cpu()) os << ", " << device;
+  if (has_views()) os << ", strided views";
   os << ")";
   return os.str();
 }
@@ -127,6 +128,31 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
   auto need = [&](const void* p, const char* name) {
     DT_CHECK_ARG(a.count == 0 || p != nullptr, what(), ": ", name, " buffer is null");
   };
+  if (a.has_views()) {
+    DT_CHECK_ARG(comm.supports_views(a.device), what(), ": strided views on ", a.device,
+                 " are not supported by the ", comm.backend_name(), " backend (stage into contiguous buffers)");
+    const size_t want_send = a.kind == CollectiveKind::kAllGather ? 1 : size_t(n);
+    DT_CHECK_ARG(a.kind == CollectiveKind::kAllGather || a.kind == CollectiveKind::kAllToAllV, what(),
+                 ": strided views are for all_gather and all_to_all only");
+    DT_CHECK_ARG(a.send_views.size() == want_send && a.recv_views.size() == size_t(n), what(), ": got ",
+                 a.send_views.size(), " send and ", a.recv_views.size(), " recv views, expected ", want_send,
+                 " and ", n);
+    for (size_t j = 0; j < a.send_views.size(); ++j) {
+      kernels::check_view(a.send_views[j], "send view");
+      DT_CHECK_ARG(a.send_views[j].dtype == a.dtype, what(), ": send view ", j, " is ",
+                   dtype_name(a.send_views[j].dtype), ", expected ", dtype_name(a.dtype));
+    }
+    for (size_t j = 0; j < a.recv_views.size(); ++j) {
+      kernels::check_writable_view(a.recv_views[j], "recv view");
+      DT_CHECK_ARG(a.recv_views[j].dtype == a.dtype, what(), ": recv view ", j, " is ",
+                   dtype_name(a.recv_views[j].dtype), ", expected ", dtype_name(a.dtype));
+    }
+    const int r = comm.rank();
+    const auto& own = a.send_views[a.kind == CollectiveKind::kAllGather ? 0 : size_t(r)];
+    DT_CHECK_ARG(own.numel() == a.recv_views[size_t(r)].numel(), what(), ": this rank sends itself ", own.numel(),
+                 " elements but its recv view ", r, " holds ", a.recv_views[size_t(r)].numel());
+    return;
+  }
   switch (a.kind) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
@@ -173,7 +199,7 @@ WorkPtr Communicator::submit(const CollectiveArgs& args) {
     constexpr int kFields = 6;
     const int n = size();
     Tensor mine = Tensor::from_data<int64_t>(
-        {int64_t(sequence_), int64_t(args.kind), args.kind == CollectiveKind::kAllToAllV ? 0 : args.count,
+        {int64_t(sequence_), int64_t(args.kind), args.kind == CollectiveKind::kAllToAllV || args.has_views() ? 0 : args.count,
          int64_t(args.dtype), int64_t(args.op), int64_t(args.root)},
         {kFields});
     Tensor all = Tensor::empty({int64_t(n) * kFields}, DType::i64);
@@ -275,6 +301,31 @@ WorkPtr Communicator::all_to_allv(const void* send, std::vector<int64_t> send_co
   a.send_displs = std::move(send_displs);
   a.recv_counts = std::move(recv_counts);
   a.recv_displs = std::move(recv_displs);
+  return submit(a);
+}
+
+WorkPtr Communicator::all_gather_views(const kernels::StridedView& send, std::vector<kernels::StridedView> recv,
+                                       Device device) {
+  CollectiveArgs a = args_for(CollectiveKind::kAllGather, nullptr, nullptr, send.numel(), send.dtype, device, {});
+  a.send_views = {send};
+  a.recv_views = std::move(recv);
+  for (const auto& v : a.recv_views) {
+    a.send_counts.push_back(send.numel());
+    a.recv_counts.push_back(v.numel());
+  }
+  return submit(a);
+}
+
+WorkPtr Communicator::all_to_all_views(std::vector<kernels::StridedView> send, std::vector<kernels::StridedView> recv,
+                                       Device device) {
+  int64_t total = 0;
+  for (const auto& v : send) total += v.numel();
+  CollectiveArgs a = args_for(CollectiveKind::kAllToAllV, nullptr, nullptr, total,
+                              send.empty() ? DType::f32 : send[0].dtype, device, {});
+  for (const auto& v : send) a.send_counts.push_back(v.numel());
+  for (const auto& v : recv) a.recv_counts.push_back(v.numel());
+  a.send_views = std::move(send);
+  a.recv_views = std::move(recv);
   return submit(a);
 }
 

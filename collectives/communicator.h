@@ -14,7 +14,17 @@
 //   all_to_all      send: size*count     recv: size*count     block j of send goes to rank j
 //   all_to_allv     per-peer counts and displacements (elements) on both sides
 //   send / recv     point to point with a peer (matched in call order per peer)
+//   *_views         strided views instead of buffers (see "strided views" below)
 // ReduceOp::kAvg divides the sum by the group size (integers: truncating, like ncclAvg).
+//
+// Note [Strided views]
+// Redistributing a tensor sharded along an inner dim gathers blocks that are strided in the result (S(1) -> R) or
+// sends strided blocks (S(0) -> S(1)). With contiguous buffers that costs a staging copy of the whole tensor on one
+// side, which on a memory-bound host doubles the time of the collective. The *_views calls take the blocks as
+// strided views instead: the UCX backend moves them between processes of one host with process_vm_readv over
+// iovecs (the receiver reads the sender's rows straight into its own rows: one copy, as for contiguous data), the
+// thread backend copies view to view. Backends without a direct path report supports_views() == false and callers
+// stage (dtensor's transitions do).
 //
 // Note [One funnel]
 // The public methods only marshal their arguments into CollectiveArgs and call submit(), the single function that
@@ -36,6 +46,7 @@
 #include "core/dtype.h"
 #include "core/reduce_op.h"
 #include "core/tensor.h"
+#include "kernels/strided_view.h"
 
 namespace dt {
 
@@ -64,8 +75,13 @@ struct CollectiveArgs {
   int peer = -1;  // send / recv
   std::vector<int64_t> send_counts, send_displs, recv_counts, recv_displs;  // all_to_allv
   Stream stream{};  // CUDA backends: the stream the caller's buffers are ordered on (nullptr: the default stream)
+  // Strided views (all_gather_views: one send view, one recv view per rank; all_to_all_views: one of each per rank).
+  // When present they replace send/recv; count is the elements this rank sends (all_gather: its one block), and
+  // send_counts / recv_counts hold the views' element counts.
+  std::vector<kernels::StridedView> send_views, recv_views;
 
   size_t elem_size() const { return dtype_size(dtype); }
+  bool has_views() const { return !recv_views.empty(); }
   bool in_place() const;
   std::string describe() const;  // "all_reduce(count=1024, f32, sum)"
 };
@@ -84,6 +100,8 @@ class Communicator {
   // Splits the group: ranks with the same color form a new communicator ordered by (key, rank). color < 0 means
   // "not in any new group" (returns nullptr). Collective over this group.
   virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
+  // Whether the *_views calls accept buffers on `device` (Note [Strided views]).
+  virtual bool supports_views(const Device& /*device*/) const { return false; }
   // Deadline used by Work::wait() when no timeout is given.
   virtual Work::Duration timeout() const { return default_timeout(); }
 
@@ -110,6 +128,14 @@ class Communicator {
   WorkPtr all_to_all(const Tensor& input, Tensor& output);
   WorkPtr send(const Tensor& tensor, int peer);
   WorkPtr recv(Tensor& tensor, int peer);
+
+  // ---- strided views (Note [Strided views]) ----
+  // all_gather_views: `send` goes to every rank; recv[j] receives rank j's send view. all_to_all_views: send[j] goes
+  // to rank j, recv[j] receives from rank j. Counts may differ per pair (uneven blocks, empty blocks) but must agree
+  // pairwise; all views share one dtype; outputs must not overlap each other or the inputs.
+  WorkPtr all_gather_views(const kernels::StridedView& send, std::vector<kernels::StridedView> recv, Device device);
+  WorkPtr all_to_all_views(std::vector<kernels::StridedView> send, std::vector<kernels::StridedView> recv,
+                           Device device);
 
   // The funnel (Note [One funnel]). Public so that layers above can issue prepared arguments.
   WorkPtr submit(const CollectiveArgs& args);

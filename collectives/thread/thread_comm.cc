@@ -7,6 +7,7 @@
 #include "collectives/thread/thread_group.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "kernels/copy.h"
 #include "kernels/reduce.h"
 
 namespace dt {
@@ -241,6 +242,25 @@ void ThreadCommunicator::run_collective(RankOp& op, Clock::time_point deadline) 
       const int r = rank_;
       const size_t es = a.elem_size();
       const Device cpu = Device::cpu();
+      if (a.has_views()) {
+        // Views: copy each peer's view for this rank into its recv view (outputs overlap no input: checked above
+        // the backend, and every rank only writes its own outputs).
+        for (int j = 0; j < n; ++j) {
+          const CollectiveArgs& pj = peers[size_t(j)]->args;
+          const kernels::StridedView& from = pj.send_views[a.kind == CollectiveKind::kAllGather ? 0 : size_t(r)];
+          const kernels::StridedView& to = a.recv_views[size_t(j)];
+          if (to.numel() == 0) continue;
+          if (std::equal(from.sizes().begin(), from.sizes().end(), to.sizes().begin(), to.sizes().end())) {
+            kernels::copy(to, from, cpu);
+          } else {  // same count, different shapes: through row-major order
+            void* tmp = scratch(to.nbytes());
+            kernels::pack(from, tmp, cpu);
+            kernels::unpack(tmp, to, cpu);
+          }
+        }
+        group_->sync(rank_, *slot, 2, deadline, options_.timeout);
+        return;
+      }
       auto src = [&](int j) { return peers[size_t(j)]->args.send; };
       auto dst = [&](int j) { return peers[size_t(j)]->args.recv; };
       switch (a.kind) {

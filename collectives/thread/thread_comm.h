@@ -56,6 +56,8 @@ struct RankOp;
 struct ThreadCommOptions {
   // Deadline of every wait for peers (and the default of Work::wait()).
   Work::Duration timeout = default_timeout();
+  // Whether the *_views calls are accepted (tests turn it off to exercise the callers' staging paths).
+  bool strided_views = true;
 };
 
 class ThreadCommunicator final : public Communicator {
@@ -70,6 +72,7 @@ class ThreadCommunicator final : public Communicator {
   int size() const override;
   std::string backend_name() const override { return "thread"; }
   bool supports(const Device& device) const override { return device.is_cpu(); }
+  bool supports_views(const Device& device) const override { return options_.strided_views && device.is_cpu(); }
   std::vector<int> global_ranks() const override;
   std::shared_ptr<Communicator> split(int color, int key) override;
   Work::Duration timeout() const override { return options_.timeout; }

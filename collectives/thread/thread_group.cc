@@ -21,7 +21,8 @@ bool same_call(const RankOp& a, const RankOp& b) {
   if (a.is_split) return true;
   const CollectiveArgs& x = a.args;
   const CollectiveArgs& y = b.args;
-  if (x.kind != y.kind) return false;
+  if (x.kind != y.kind || x.has_views() != y.has_views()) return false;
+  if (x.has_views()) return x.dtype == y.dtype;  // per-pair counts are checked separately
   switch (x.kind) {
     case CollectiveKind::kBarrier:
       return true;
@@ -184,13 +185,13 @@ void ThreadGroup::on_all_arrived(Slot& slot) {
     return;
   }
   const RankOp& first = *slot.ops[0];
-  if (!first.is_split && first.args.kind == CollectiveKind::kAllToAllV) {
+  if (!first.is_split && (first.args.kind == CollectiveKind::kAllToAllV || first.args.has_views())) {
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) {
         int64_t sent = slot.ops[size_t(i)]->args.send_counts[size_t(j)];
         int64_t expected = slot.ops[size_t(j)]->args.recv_counts[size_t(i)];
         if (sent != expected) {
-          slot.mismatch = str_cat("mismatched all_to_allv counts on thread group '", name_, "', call #", slot.seq, ": ",
+          slot.mismatch = str_cat("mismatched ", collective_kind_name(first.args.kind), " counts on thread group '", name_, "', call #", slot.seq, ": ",
                                   rank_label(i), " sends ", sent, " elements to ", rank_label(j), ", which expects ",
                                   expected, " from it");
           return;
@@ -480,6 +481,18 @@ std::vector<ByteRange> op_ranges(const CollectiveArgs& a, int n) {
   auto add = [&](const void* p, int64_t elems) {
     if (p != nullptr && elems > 0) out.push_back(range(p, elems));
   };
+  if (a.has_views()) {  // each view's span, first to last byte
+    auto add_view = [&](const kernels::StridedView& v) {
+      if (v.numel() == 0) return;
+      int64_t lo = 0, hi = 0;
+      for (int d = 0; d < v.ndim; ++d) (v.strides[d] < 0 ? lo : hi) += (v.shape[d] - 1) * v.strides[d];
+      out.push_back(ByteRange{static_cast<const std::byte*>(v.data) + lo * int64_t(es),
+                              static_cast<const std::byte*>(v.data) + (hi + 1) * int64_t(es)});
+    };
+    for (const auto& v : a.send_views) add_view(v);
+    for (const auto& v : a.recv_views) add_view(v);
+    return out;
+  }
   switch (a.kind) {
     case CollectiveKind::kAllGather:
       add(a.send, a.count);

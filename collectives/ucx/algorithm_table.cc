@@ -29,6 +29,8 @@ const char* algorithm_name(Algorithm a) {
       return "dissemination_barrier";
     case Algorithm::kPointToPoint:
       return "point_to_point";
+    case Algorithm::kViews:
+      return "strided_views";
   }
   return "?";
 }
@@ -52,6 +54,7 @@ UcxTuning UcxTuning::from_env() {
     d.broadcast_small_bytes = env_int("DT_UCX_BROADCAST_SMALL_BYTES", d.broadcast_small_bytes, -1);
     d.chunk_bytes = env_int("DT_UCX_CHUNK_BYTES", d.chunk_bytes, 1);
     d.reduce_slots = int(env_int("DT_UCX_REDUCE_SLOTS", d.reduce_slots, 1));
+    d.direct_min_bytes = env_int("DT_UCX_DIRECT_MIN_BYTES", d.direct_min_bytes, -1);
     return d;
   }();
   return t;

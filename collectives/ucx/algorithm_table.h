@@ -21,6 +21,7 @@ enum class Algorithm : uint8_t {
   kPairwiseAllToAll,   // all_to_all and all_to_allv
   kDissemination,      // barrier
   kPointToPoint,       // send / recv
+  kViews,              // all_gather / all_to_all of strided views (views.cc): direct reads or packed messages
 };
 const char* algorithm_name(Algorithm a);
 
@@ -31,6 +32,9 @@ struct UcxTuning {
   int64_t broadcast_small_bytes = 64 << 10;   // DT_UCX_BROADCAST_SMALL_BYTES: binomial tree up to this
   int64_t chunk_bytes = 256 << 10;            // DT_UCX_CHUNK_BYTES: pipelining chunk of the rings and the chain
   int reduce_slots = 4;                       // DT_UCX_REDUCE_SLOTS: chunk buffers for the last reduce step
+  // DT_UCX_DIRECT_MIN_BYTES: strided views of at least this many bytes between processes of one host are read
+  // straight from the peer's memory (process_vm_readv); smaller ones are packed into messages. -1: never read.
+  int64_t direct_min_bytes = 32 << 10;
 
   static UcxTuning from_env();  // the defaults above with the environment applied
 };
@@ -40,7 +44,7 @@ struct AlgorithmChoice {
   int64_t chunk_bytes = 0;  // 0: no pipelining
 };
 
-// The table. `bytes` is the per-rank input size (count * element size; all_to_allv: this rank's total).
+// The table (calls with strided views always take kViews). `bytes` is the per-rank input size (count * element size; all_to_allv: this rank's total).
 AlgorithmChoice select_algorithm(CollectiveKind kind, int64_t bytes, int group_size, const UcxTuning& tuning);
 
 }  // namespace dt::ucx

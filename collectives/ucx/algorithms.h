@@ -36,6 +36,9 @@ void build_chain_broadcast(UcxOp& op, int64_t chunk_bytes);
 // all_to_all and all_to_allv: pairwise exchange (all_to_all.cc).
 void build_pairwise_all_to_all(UcxOp& op);
 
+// all_gather / all_to_all of strided views (views.cc, Note [Direct view reads]).
+void build_views(UcxOp& op, int64_t direct_min_bytes);
+
 // barrier: dissemination (barrier.cc).
 void build_dissemination_barrier(UcxOp& op);
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "collectives/ucx/tag.h"
+#include "collectives/ucx/views.h"
 #include "collectives/ucx/worker.h"
 #include "core/allocator.h"
 #include "core/error.h"
@@ -163,6 +164,45 @@ int UcxOp::divide(void* x, int64_t count) {
   t.type = TaskType::kDivide;
   t.dst = x;
   t.n = count;
+  return add(t);
+}
+
+int UcxOp::add_view(const kernels::StridedView& v) {
+  views_.push_back(v);
+  return int(views_.size()) - 1;
+}
+
+int UcxOp::pack(void* dst, int src_view) {
+  Task t;
+  t.type = TaskType::kPack;
+  t.dst = dst;
+  t.view2 = src_view;
+  return add(t);
+}
+
+int UcxOp::unpack(int dst_view, const void* src) {
+  Task t;
+  t.type = TaskType::kUnpack;
+  t.src = src;
+  t.view = dst_view;
+  return add(t);
+}
+
+int UcxOp::copy_view(int dst_view, int src_view) {
+  Task t;
+  t.type = TaskType::kCopyView;
+  t.view = dst_view;
+  t.view2 = src_view;
+  return add(t);
+}
+
+int UcxOp::transfer_view(int peer, const void* desc, int mine, bool i_send) {
+  Task t;
+  t.type = TaskType::kTransferView;
+  t.peer = peer;
+  t.src = desc;
+  t.view = mine;
+  t.n = i_send ? 1 : 0;
   return add(t);
 }
 
@@ -343,6 +383,25 @@ bool UcxOp::advance(Clock::time_point now) {
         case TaskType::kDivide:
           kernels::divide_by(t.dst, t.n, args_.dtype, comm_->size, Device::cpu());
           break;
+        case TaskType::kPack:
+        case TaskType::kUnpack:
+        case TaskType::kCopyView:
+          poll_network();
+          run_view_copy(*this, t);
+          break;
+        case TaskType::kTransferView: {
+          poll_network();
+          try {
+            ucx::transfer_view(*worker_, *comm_, t.peer, *static_cast<const ViewDesc*>(t.src), views_[size_t(t.view)],
+                          t.n != 0);
+          } catch (const Error& e) {
+            fail(e.code(), e.what());
+            return true;
+          }
+          // A peer that died under the copy left zeros: fail before anything depends on them.
+          if (worker_->handle_cma_failures_locked() && finished_) return true;
+          break;
+        }
       }
       complete(t);
     }

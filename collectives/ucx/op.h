@@ -25,6 +25,7 @@
 #include "collectives/communicator.h"
 #include "collectives/work.h"
 #include "core/error.h"
+#include "kernels/strided_view.h"
 
 namespace dt::ucx {
 
@@ -32,7 +33,9 @@ class UcxWorker;
 struct CommState;
 class UcxOp;
 
-enum class TaskType : uint8_t { kSend, kRecv, kReduce, kCopy, kDivide };
+// kPack / kUnpack / kCopyView move strided views (args().send_views / recv_views) through kernels::pack/unpack/copy;
+// kTransferView copies between this rank's view and a peer's in the peer's memory (views.h, Note [Direct view reads]).
+enum class TaskType : uint8_t { kSend, kRecv, kReduce, kCopy, kDivide, kPack, kUnpack, kCopyView, kTransferView };
 
 struct Task {
   TaskType type = TaskType::kCopy;
@@ -44,6 +47,7 @@ struct Task {
   const void* src = nullptr;
   const void* src2 = nullptr;
   int64_t n = 0;  // bytes for send / recv / copy, elements for reduce / divide
+  int32_t view = -1, view2 = -1;  // view tasks: indices into the op's views (destination, source)
   int32_t deps = 0;
   int32_t succ_begin = 0, succ_end = 0;
   void* request = nullptr;  // UCX request while posted
@@ -96,6 +100,15 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   int reduce(void* out, const void* a, const void* b, int64_t count);  // out = op(a, b), args().op and dtype
   int copy(void* dst, const void* src, int64_t bytes);
   int divide(void* x, int64_t count);  // x /= group size (ReduceOp::kAvg)
+  // Strided views: registered once, referred to by index.
+  int add_view(const kernels::StridedView& v);
+  const kernels::StridedView& view(int index) const { return views_[size_t(index)]; }
+  int pack(void* dst, int src_view);                // dst = the view's elements in row-major order
+  int unpack(int dst_view, const void* src);        // the view's elements = src
+  int copy_view(int dst_view, int src_view);        // same element count; row-major correspondence
+  // The direct move between view `mine` and `peer`'s view described by the ViewDesc at `desc` (received by an earlier
+  // task); `i_send`: whether `mine` is the source (views.h).
+  int transfer_view(int peer, const void* desc, int mine, bool i_send);
   // `then` starts only once `before` is done. Task ids are the values returned above; -1 is ignored.
   void after(int before, int then);
   // Scratch memory owned by the op (pooled), released when it finishes.
@@ -112,6 +125,7 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   const std::shared_ptr<UcxWork>& work() const { return work_; }
   void set_work(std::shared_ptr<UcxWork> work) { work_ = std::move(work); }
   const std::shared_ptr<CommState>& comm() const { return comm_; }
+  const UcxWorker& worker() const { return *worker_; }
   size_t num_tasks() const { return tasks_.size(); }
 
   // ---- engine (worker lock held) ----
@@ -161,6 +175,7 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   std::vector<Task*> completed_;  // UCX completions not yet handled
   std::vector<Task*> handling_;   // the batch being handled (kept to reuse its capacity)
   std::vector<std::pair<void*, size_t>> scratch_;
+  std::vector<kernels::StridedView> views_;
   std::function<void()> on_success_;
   int done_count_ = 0;
   int outstanding_ = 0;  // UCX requests posted and not yet completed

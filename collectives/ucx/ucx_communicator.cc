@@ -102,10 +102,12 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
   // peers' deadline or length check).
   const bool nothing =
       (a.kind == CollectiveKind::kBarrier && st.size == 1) ||
-      (!p2p && a.kind != CollectiveKind::kBarrier && a.kind != CollectiveKind::kAllToAllV && a.count == 0);
+      (!p2p && a.kind != CollectiveKind::kBarrier && a.kind != CollectiveKind::kAllToAllV && !a.has_views() &&
+       a.count == 0);
   if (nothing) return completed_work(desc());
 
-  const ucx::AlgorithmChoice choice = ucx::select_algorithm(a.kind, bytes, st.size, st.tuning);
+  const ucx::AlgorithmChoice choice = a.has_views() ? ucx::AlgorithmChoice{ucx::Algorithm::kViews, 0}
+                                                    : ucx::select_algorithm(a.kind, bytes, st.size, st.tuning);
   auto op = std::make_shared<UcxOp>(&w, state_, a, seq, st.timeout, Clock::now());
   try {
     switch (choice.algorithm) {
@@ -138,6 +140,9 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
         break;
       case ucx::Algorithm::kPointToPoint:
         ucx::build_point_to_point(*op);
+        break;
+      case ucx::Algorithm::kViews:
+        ucx::build_views(*op, st.tuning.direct_min_bytes);
         break;
     }
   } catch (const Error& e) {

@@ -94,6 +94,7 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   std::mutex& mutex() { return mu_; }
   ucp_worker_h handle() const { return worker_; }
   ucp_ep_h ep(int global_rank) const { return eps_[size_t(global_rank)]; }
+  const PeerInfo& peer_info(int global_rank) const { return peers_[size_t(global_rank)]; }
 
   // ---- engine: worker lock held ----
   // Queues a collective (starts it when it is the head of its communicator's queue) or starts a point-to-point op.

@@ -4,10 +4,13 @@
 // torch.chunk's sizes along a group are (c, ..., c, r, 0, ..., 0) with c = ceil(n/k): every non-empty chunk but
 // the last is full. So when d leads the memory order (all earlier dims have size 1), member i's chunk starts at
 // i*c in the padded gather buffer exactly where it starts in the result, and the result is a prefix of the buffer:
-// the all-gather writes straight into the output, uneven or not. Otherwise every member's (padded) block is gathered
-// as it lies in memory and copied into its slice of the output along d: contiguous row copies, never a transpose.
+// the all-gather writes straight into the output, uneven or not. Otherwise, when the communicator takes strided views
+// (Note [Strided views] in collectives/communicator.h), every member's block goes straight into its slice of the
+// output along d, unpadded; else every member's (padded) block is gathered as it lies in memory and copied into its
+// slice of the output: contiguous row copies, never a transpose.
 #include "core/error.h"
 #include "dtensor/redistribute/transitions.h"
+#include "kernels/strided_view.h"
 
 namespace dt::redistribute {
 
@@ -22,6 +25,19 @@ PendingStep AllGatherTransition::start(const StepContext& c) const {
   const int64_t chunk = sizes[0];
   DT_ASSERT(in.size(d) == sizes[size_t(c.my_index())], "local block does not match the layout");
 
+  const bool direct = leading_dims_trivial(in.shape(), d);
+  if (!direct && c.comm()->supports_views(in.device())) {
+    Tensor out = Tensor::empty(out_shape, in.dtype(), in.device());
+    std::vector<kernels::StridedView> slices;
+    int64_t off = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      slices.push_back(kernels::view_of(out.narrow(d, off, sizes[size_t(i)])));
+      off += sizes[size_t(i)];
+    }
+    WorkPtr work = c.comm()->all_gather_views(kernels::view_of(in), std::move(slices), in.device());
+    return {work, [in, out]() { return out; }};
+  }
+
   Shape block = in.shape();  // every member's block padded to the chunk size along d
   block[size_t(d)] = chunk;
   Shape recv_shape{k};
@@ -33,7 +49,6 @@ PendingStep AllGatherTransition::start(const StepContext& c) const {
   }
   Tensor recv = Tensor::empty(recv_shape, in.dtype(), in.device());
   WorkPtr work = c.comm()->all_gather(send, recv);
-  const bool direct = leading_dims_trivial(in.shape(), d);
   auto finish = [send, recv, sizes, out_shape, d, k, chunk, direct]() -> Tensor {
     if (direct) {  // Note [gather into the output]
       Shape flat = front_shape(out_shape, d, chunk * k);

@@ -1,9 +1,11 @@
 // S(i) -> S(j) along one mesh dim: one all-to-all(v) with exact (unpadded) counts. Member p holds chunk p of i
 // (size a_p) and j's whole range; afterwards member q holds chunk q of j (size b_q) and i's whole range. The block
-// for q is in.narrow(j, chunk q) and the block from p lands in out.narrow(i, chunk p). Each side is used in place
+// for q is in.narrow(j, chunk q) and the block from p lands in out.narrow(i, chunk p). When the communicator takes strided views (Note [Strided views] in
+// collectives/communicator.h) the blocks always move view to view with no staging; else each side is used in place
 // when all its blocks are contiguous in memory (S(0)->S(1) receives straight into the output, S(1)->S(0) sends
-// straight from the input); otherwise the blocks are packed into (or unpacked from) a staging buffer, one row copy.
+// straight from the input) and otherwise packed into (or unpacked from) a staging buffer, one row copy.
 #include "dtensor/redistribute/transitions.h"
+#include "kernels/strided_view.h"
 
 namespace dt::redistribute {
 
@@ -54,6 +56,17 @@ PendingStep AllToAllTransition::start(const StepContext& c) const {
   Tensor out = Tensor::empty(c.output_shape(), in.dtype(), in.device());
   Blocks send = blocks_of(in, j, b_off, b);
   Blocks recv = blocks_of(out, i, a_off, a);
+  // Every member must take the same path: contiguity of the blocks differs per member (an empty or one-row shard is
+  // contiguous where the others are not), so views are used whenever the communicator takes them.
+  if (c.comm()->supports_views(in.device())) {
+    std::vector<kernels::StridedView> sv, rv;
+    for (int64_t p = 0; p < k; ++p) {
+      sv.push_back(kernels::view_of(send.views[size_t(p)]));
+      rv.push_back(kernels::view_of(recv.views[size_t(p)]));
+    }
+    WorkPtr work = c.comm()->all_to_all_views(std::move(sv), std::move(rv), in.device());
+    return {work, [in, out]() { return out; }};
+  }
   Tensor send_buf = in, recv_buf = out;
   if (!send.in_place) {
     send_buf = Tensor::empty({in.numel()}, in.dtype(), in.device());

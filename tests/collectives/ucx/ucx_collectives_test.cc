@@ -18,6 +18,7 @@
 #include "core/logging.h"
 #include "core/tensor.h"
 #include "tests/collectives/ucx/ucx_test_util.h"
+#include "tests/collectives/views_cases.h"
 
 namespace dt {
 namespace {
@@ -353,6 +354,54 @@ TEST(UcxCollectives, TensorApi) {
   Tensor b = Tensor::full({4}, r == 0 ? 7.0 : 0.0, DType::bf16);
   c.broadcast(b, 0)->wait();
   EXPECT_EQ(float(b.data<BFloat16>()[3]), 7.0f);
+}
+
+// Strided views: random cases with the default direct-read threshold, always direct reads (every block, even
+// tiny ones, read with process_vm_readv) and never (packed messages).
+TEST(UcxCollectives, StridedViews) {
+  auto& c = *g_comm;
+  EXPECT_TRUE(c.supports_views(Device::cpu()));
+  for (int64_t threshold : {int64_t(32) << 10, int64_t(0), int64_t(-1)}) {
+    ucx::UcxTuning t = g_comm->tuning();
+    t.direct_min_bytes = threshold;
+    TuningScope scope(t);
+    EXPECT_EQ(test::run_view_cases(c, 77 + uint64_t(threshold + 1), 40), 41) << "threshold " << threshold;
+  }
+}
+
+// A reader that expects more than the owner's view holds fails naming the peer; with direct reads every rank hears
+// of it (they wait for acknowledgements); never a hang.
+// On a split copy of the world, so that the failed communicator does not affect the other tests.
+TEST(UcxCollectives, StridedViewsMismatchedCounts) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  if (n == 1) GTEST_SKIP() << "no peer";
+  for (int64_t threshold : {int64_t(0), int64_t(-1)}) {
+    auto sub = std::static_pointer_cast<UcxCommunicator>(c.split(0, r));
+    ucx::UcxTuning t = sub->tuning();
+    t.direct_min_bytes = threshold;
+    sub->set_tuning(t);
+    Tensor in = Tensor::ones({2, 3}), out = Tensor::zeros({int64_t(2 * n + 1), 3});
+    std::vector<kernels::StridedView> recv;
+    int64_t off = 0;
+    for (int j = 0; j < n; ++j) {
+      const int64_t rows = (r == 1 && j == 0) ? 3 : 2;  // rank 1 expects 3 rows from rank 0, which sends 2
+      recv.push_back(kernels::view_of(out.narrow(0, off, rows)));
+      off += rows;
+    }
+    try {
+      sub->all_gather_views(kernels::view_of(in), recv, Device::cpu())->wait(std::chrono::seconds(20));
+      // The other ranks received what they expected: with packed messages they may finish before the abort.
+      if (r == 1 || threshold == 0) ADD_FAILURE() << "expected an error (threshold " << threshold << ")";
+    } catch (const TimeoutError& e) {
+      ADD_FAILURE() << "timed out instead of failing: " << e.what();
+    } catch (const Error& e) {
+      if (r == 1) {
+        EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+      }
+    }
+  }
+  c.barrier()->wait();
 }
 
 TEST(UcxCollectives, SplitRowsAndColumnsConcurrently) {

@@ -1,0 +1,280 @@
+// all_gather / all_to_all of strided views on UCX (Note [Direct view reads] in views.h). Slots between a sender and
+// a receiver: 0 the sender's ViewDesc, 1 the receiver's ViewDesc, 2 a packed block, 3 the sender's "done",
+// 4 the receiver's "done".
+#include "collectives/ucx/views.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "collectives/ucx/algorithms.h"
+#include "collectives/ucx/worker.h"
+#include "core/error.h"
+#include "kernels/copy.h"
+
+namespace dt::ucx {
+
+namespace {
+
+constexpr uint32_t kSendDescSlot = 0, kRecvDescSlot = 1, kDataSlot = 2, kSenderDoneSlot = 3, kReceiverDoneSlot = 4;
+constexpr int kMaxIov = 1024;  // IOV_MAX on Linux
+
+// The contiguous runs of a strided view in row-major order, as (address, bytes). Size-1 dims are dropped and
+// adjacent dims that are contiguous with each other are merged, so a block of whole rows is one run per row and a
+// contiguous view is a single run.
+class Runs {
+ public:
+  Runs(uintptr_t base, const int64_t* shape, const int64_t* strides, int ndim, size_t es) : base_(base), es_(es) {
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; ++d) numel *= shape[d];
+    if (numel == 0) {
+      done_ = true;
+      return;
+    }
+    // Dims of size > 1, innermost first, merged where contiguous.
+    for (int d = ndim - 1; d >= 0; --d) {
+      if (shape[d] == 1) continue;
+      if (nd_ > 0 && strides[d] == size_[nd_ - 1] * stride_[nd_ - 1]) {
+        size_[nd_ - 1] *= shape[d];
+        continue;
+      }
+      size_[nd_] = shape[d];
+      stride_[nd_] = strides[d];
+      ++nd_;
+    }
+    run_ = es_;
+    first_outer_ = 0;
+    if (nd_ > 0 && stride_[0] == 1) {
+      run_ = size_t(size_[0]) * es_;
+      first_outer_ = 1;
+    }
+    cur_ = base_;
+    off_ = 0;
+  }
+
+  bool done() const { return done_; }
+  // How many runs the view has in all.
+  int64_t count() const {
+    if (done_) return 0;
+    int64_t c = 1;
+    for (int d = first_outer_; d < nd_; ++d) c *= size_[d];
+    return c;
+  }
+  uintptr_t addr() const { return cur_ + off_; }
+  size_t left() const { return run_ - off_; }
+  void consume(size_t bytes) {
+    off_ += bytes;
+    if (off_ == run_) next();
+  }
+
+ private:
+  void next() {
+    off_ = 0;
+    for (int d = first_outer_; d < nd_; ++d) {
+      if (++idx_[d] < size_[d]) {
+        cur_ += uintptr_t(stride_[d] * int64_t(es_));
+        return;
+      }
+      cur_ -= uintptr_t((size_[d] - 1) * stride_[d] * int64_t(es_));
+      idx_[d] = 0;
+    }
+    done_ = true;
+  }
+
+  uintptr_t base_;
+  size_t es_;
+  int nd_ = 0, first_outer_ = 0;
+  int64_t size_[kernels::kMaxDims] = {}, stride_[kernels::kMaxDims] = {}, idx_[kernels::kMaxDims] = {};
+  size_t run_ = 0, off_ = 0;
+  uintptr_t cur_ = 0;
+  bool done_ = false;
+};
+
+Runs runs_of(const kernels::StridedView& v) {
+  return Runs(reinterpret_cast<uintptr_t>(v.data), v.shape, v.strides, v.ndim, dtype_size(v.dtype));
+}
+
+// Appends [addr, addr + bytes) to an iovec list, extending the last entry when contiguous with it. Returns false
+// (and appends nothing) when a new entry is needed and the list is full.
+bool can_append(const iovec* iov, int n, uintptr_t addr) {
+  return n < kMaxIov || reinterpret_cast<uintptr_t>(iov[n - 1].iov_base) + iov[n - 1].iov_len == addr;
+}
+void append(iovec* iov, int& n, uintptr_t addr, size_t bytes) {
+  if (n > 0 && reinterpret_cast<uintptr_t>(iov[n - 1].iov_base) + iov[n - 1].iov_len == addr) {
+    iov[n - 1].iov_len += bytes;
+    return;
+  }
+  iov[n].iov_base = reinterpret_cast<void*>(addr);
+  iov[n].iov_len = bytes;
+  ++n;
+}
+
+}  // namespace
+
+ViewDesc describe_view(const kernels::StridedView& v) {
+  ViewDesc d;
+  d.addr = reinterpret_cast<uintptr_t>(v.data);
+  d.ndim = v.ndim;
+  d.dtype = int32_t(v.dtype);
+  for (int i = 0; i < v.ndim; ++i) {
+    d.shape[i] = v.shape[i];
+    d.strides[i] = v.strides[i];
+  }
+  return d;
+}
+
+void run_view_copy(const UcxOp& op, const Task& t) {
+  const Device cpu = Device::cpu();
+  switch (t.type) {
+    case TaskType::kPack:
+      kernels::pack(op.view(t.view2), t.dst, cpu);
+      return;
+    case TaskType::kUnpack:
+      kernels::unpack(t.src, op.view(t.view), cpu);
+      return;
+    case TaskType::kCopyView: {
+      const kernels::StridedView& dst = op.view(t.view);
+      const kernels::StridedView& src = op.view(t.view2);
+      if (std::equal(dst.sizes().begin(), dst.sizes().end(), src.sizes().begin(), src.sizes().end())) {
+        kernels::copy(dst, src, cpu);
+        return;
+      }
+      // Same count, different shapes: walk both run lists in row-major order.
+      Runs d = runs_of(dst), s = runs_of(src);
+      while (!d.done() && !s.done()) {
+        const size_t m = std::min(d.left(), s.left());
+        std::memcpy(reinterpret_cast<void*>(d.addr()), reinterpret_cast<const void*>(s.addr()), m);
+        d.consume(m);
+        s.consume(m);
+      }
+      return;
+    }
+    default:
+      DT_ASSERT(false, "run_view_copy: not a view copy task");
+  }
+}
+
+void transfer_view(const UcxWorker& worker, const CommState& comm, int peer, const ViewDesc& desc,
+                   const kernels::StridedView& mine, bool i_send) {
+  auto who = [&] { return worker.peer_name(comm, peer); };
+  DT_CHECK_ARG(desc.ndim >= 0 && desc.ndim <= kernels::kMaxDims, "malformed view description from ", who());
+  int64_t numel = 1;
+  for (int i = 0; i < desc.ndim; ++i) {
+    DT_CHECK_ARG(desc.shape[i] >= 0, "malformed view description from ", who());
+    numel *= desc.shape[i];
+  }
+  DT_CHECK_ARG(desc.dtype == int32_t(mine.dtype), who(), i_send ? " expects " : " sends ",
+               dtype_name(DType(desc.dtype)), i_send ? " where this rank sends " : " where this rank expects ",
+               dtype_name(mine.dtype), " (mismatched collective calls)");
+  DT_CHECK_ARG(numel == mine.numel(), who(), i_send ? " expects " : " sends ", numel,
+               i_send ? " elements where this rank sends " : " elements where this rank expects ", mine.numel(),
+               " (mismatched collective calls: different counts?)");
+  Runs local = runs_of(mine);
+  Runs remote(uintptr_t(desc.addr), desc.shape, desc.strides, desc.ndim, dtype_size(mine.dtype));
+  // The side with more runs copies (Note [Direct view reads]); ties: the receiver.
+  const bool sender_copies = i_send ? local.count() > remote.count() : remote.count() > local.count();
+  if (sender_copies != i_send) return;
+  const pid_t pid = pid_t(worker.peer_info(comm.members[size_t(peer)]).pid);
+  iovec liov[kMaxIov], riov[kMaxIov];
+  while (!local.done() && !remote.done()) {
+    int ln = 0, rn = 0;
+    size_t bytes = 0;
+    while (!local.done() && !remote.done() && can_append(liov, ln, local.addr()) &&
+           can_append(riov, rn, remote.addr())) {
+      const size_t m = std::min(local.left(), remote.left());
+      append(liov, ln, local.addr(), m);
+      append(riov, rn, remote.addr(), m);
+      local.consume(m);
+      remote.consume(m);
+      bytes += m;
+    }
+    const ssize_t got = i_send ? process_vm_writev(pid, liov, static_cast<unsigned long>(ln), riov,
+                                                   static_cast<unsigned long>(rn), 0)
+                               : process_vm_readv(pid, liov, static_cast<unsigned long>(ln), riov,
+                                                  static_cast<unsigned long>(rn), 0);
+    const char* call = i_send ? "process_vm_writev" : "process_vm_readv";
+    if (got < 0) {
+      const int err = errno;
+      DT_THROW(RemoteError, i_send ? "writing " : "reading ", bytes, i_send ? " bytes to " : " bytes from ", who(),
+               " with ", call, " failed: ", std::strerror(err),
+               err == EPERM ? " (ptrace restrictions: see /proc/sys/kernel/yama/ptrace_scope, or set "
+                              "DT_UCX_DIRECT_MIN_BYTES=-1 to send views as messages)"
+                            : "");
+    }
+    if (size_t(got) != bytes) DT_THROW(RemoteError, call, " with ", who(), " moved ", got, " of ", bytes, " bytes");
+  }
+}
+
+void build_views(UcxOp& op, int64_t direct_min_bytes) {
+  const CollectiveArgs& a = op.args();
+  const int n = op.size(), r = op.rank();
+  const bool gather = a.kind == CollectiveKind::kAllGather;
+  const UcxWorker& w = op.worker();
+  auto direct = [&](int peer, int64_t bytes) {
+    return direct_min_bytes >= 0 && bytes >= direct_min_bytes &&
+           w.peer_info(op.comm()->members[size_t(peer)]).same_host;
+  };
+  std::vector<int> send_view(a.send_views.size()), recv_view(static_cast<size_t>(n));
+  for (size_t j = 0; j < a.send_views.size(); ++j) send_view[j] = op.add_view(a.send_views[j]);
+  for (int j = 0; j < n; ++j) recv_view[size_t(j)] = op.add_view(a.recv_views[size_t(j)]);
+  auto sview = [&](int j) { return send_view[gather ? 0 : size_t(j)]; };
+
+  // Receives first (they are posted first).
+  for (int s = 1; s < n; ++s) {
+    const int j = (r - s + n) % n;
+    const kernels::StridedView& v = op.view(recv_view[size_t(j)]);
+    const int64_t bytes = int64_t(v.nbytes());
+    if (direct(j, bytes)) {
+      auto* mine = static_cast<ViewDesc*>(op.scratch(sizeof(ViewDesc)));
+      *mine = describe_view(v);
+      void* theirs = op.scratch(sizeof(ViewDesc));
+      const int got = op.recv(j, kSendDescSlot, theirs, sizeof(ViewDesc));
+      op.recv(j, kSenderDoneSlot, nullptr, 0);
+      op.send(j, kRecvDescSlot, mine, sizeof(ViewDesc));
+      const int move = op.transfer_view(j, theirs, recv_view[size_t(j)], /*i_send=*/false);
+      op.after(got, move);
+      op.after(move, op.send(j, kReceiverDoneSlot, nullptr, 0));
+    } else if (v.is_contiguous()) {
+      op.recv(j, kDataSlot, bytes ? v.data : nullptr, bytes);
+    } else {
+      void* buf = op.scratch(bytes);
+      op.after(op.recv(j, kDataSlot, buf, bytes), op.unpack(recv_view[size_t(j)], buf));
+    }
+  }
+  // Sends. all_gather packs its one block once for every packed peer.
+  void* packed_once = nullptr;
+  int packed_once_task = -1;
+  for (int s = 1; s < n; ++s) {
+    const int j = (r + s) % n;
+    const kernels::StridedView& v = op.view(sview(j));
+    const int64_t bytes = int64_t(v.nbytes());
+    if (direct(j, bytes)) {
+      auto* mine = static_cast<ViewDesc*>(op.scratch(sizeof(ViewDesc)));
+      *mine = describe_view(v);
+      void* theirs = op.scratch(sizeof(ViewDesc));
+      const int got = op.recv(j, kRecvDescSlot, theirs, sizeof(ViewDesc));
+      op.recv(j, kReceiverDoneSlot, nullptr, 0);
+      op.send(j, kSendDescSlot, mine, sizeof(ViewDesc));
+      const int move = op.transfer_view(j, theirs, sview(j), /*i_send=*/true);
+      op.after(got, move);
+      op.after(move, op.send(j, kSenderDoneSlot, nullptr, 0));
+    } else if (v.is_contiguous()) {
+      op.send(j, kDataSlot, bytes ? v.data : nullptr, bytes);
+    } else if (gather) {
+      if (packed_once == nullptr) {
+        packed_once = op.scratch(std::max<int64_t>(bytes, 1));
+        packed_once_task = op.pack(packed_once, sview(j));
+      }
+      op.after(packed_once_task, op.send(j, kDataSlot, packed_once, bytes));
+    } else {
+      void* buf = op.scratch(std::max<int64_t>(bytes, 1));
+      op.after(op.pack(buf, sview(j)), op.send(j, kDataSlot, buf, bytes));
+    }
+  }
+  // This rank's own block, while the messages move.
+  if (op.view(recv_view[size_t(r)]).numel() > 0) op.copy_view(recv_view[size_t(r)], sview(r));
+}
+
+}  // namespace dt::ucx

@@ -1,0 +1,54 @@
+// Strided views on the UCX backend: the pieces of build_views (views.cc) that the op engine runs.
+//
+// Note [Direct view reads]
+// For each pair of ranks, the block moves one of two ways, chosen identically on both sides from the block's size
+// and whether the peer is a process of this host:
+//   direct  (same host, at least UcxTuning::direct_min_bytes): both sides send each other a ViewDesc of their view
+//           (address, shape, strides, dtype; slots 0 and 1) and check it against their own. Then the side whose
+//           view has more contiguous runs copies with one system call per up to IOV_MAX runs per side: the receiver
+//           reads (process_vm_readv), or the sender writes (process_vm_writev). The kernel pins the remote pages
+//           of every remote run separately, which costs about half a microsecond per run, while local runs are
+//           cheap: so the fragmented side copies and the remote side is the more contiguous one (S(1) -> R reads
+//           whole remote blocks into strided rows; S(0) -> S(1) writes strided rows into the peer's contiguous
+//           block). Each side then sends "done" (slots 3 and 4) and completes only once the other's "done" came, so
+//           both views stay valid while they are copied and the receiver's data is in place when it completes.
+//           One copy, no staging.
+//   packed  (otherwise): the sender packs a strided view into scratch (or sends a contiguous one as it lies) as one
+//           message (slot 2, sent even when empty so that mismatched counts are reported); the receiver receives
+//           into its view when contiguous, else into scratch and unpacks.
+// A peer dying under a copy is caught like UCX's own CMA copies (Note [CMA reads from a dead peer]).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/strided_view.h"
+
+namespace dt::ucx {
+
+class UcxOp;
+class UcxWorker;
+struct CommState;
+struct Task;
+
+// What a rank tells a reader about the view it may read: address, layout and dtype. Plain bytes on the wire.
+struct ViewDesc {
+  uint64_t addr = 0;
+  int32_t ndim = 0;
+  int32_t dtype = 0;
+  int64_t shape[kernels::kMaxDims] = {};
+  int64_t strides[kernels::kMaxDims] = {};
+};
+
+ViewDesc describe_view(const kernels::StridedView& v);
+
+// Runs a kPack, kUnpack or kCopyView task of `op`.
+void run_view_copy(const UcxOp& op, const Task& t);
+
+// The direct move between this rank's view `mine` and the view `desc` of `comm`'s group rank `peer` (a process of
+// this host); `i_send`: whether `mine` is the source. Copies when this side is the one to copy (Note [Direct view
+// reads]), else does nothing. Throws dt::Error naming the peer when the views do not match (dtype, element count)
+// or the system call fails.
+void transfer_view(const UcxWorker& worker, const CommState& comm, int peer, const ViewDesc& desc,
+                   const kernels::StridedView& mine, bool i_send);
+
+}  // namespace dt::ucx
