@@ -8,6 +8,7 @@
 // row: {"bench":"redistribute","transition":"S(0)->R","ranks":N,"bytes":..,"redistribute_us":..,"bare_us":..,
 // "ratio":..}. Time per sample = max over ranks of (barrier; op; wait), median over samples.
 // Targets: S(0)->R and P->R within 1.05x of the bare collective, S(1)->R and S(i)->S(j) within 1.3x.
+// DT_BENCH_CASES (comma-separated transition names) and DT_BENCH_MIB (comma-separated sizes) narrow the run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -84,10 +85,18 @@ int main(int argc, char** argv) {
     if (lead)
       std::printf("%-11s %5s %9s %14s %10s %7s\n", "transition", "ranks", "MiB", "redistribute_us", "bare_us",
                   "ratio");
+    auto listed = [](const char* env, const std::string& item) {
+      const char* e = std::getenv(env);
+      if (e == nullptr || *e == '\0') return true;
+      const std::string list = std::string(",") + e + ",";
+      return list.find("," + item + ",") != std::string::npos;
+    };
     for (int64_t mib : {1, 4, 16, 64}) {
+      if (!listed("DT_BENCH_MIB", std::to_string(mib))) continue;
       const int64_t cols = 1024, rows = mib * (1 << 20) / 4 / cols;
       dt::Tensor full = dt::Tensor::rand({rows, cols}, 7);
       for (const Case& c : cases) {
+        if (!listed("DT_BENCH_CASES", c.name)) continue;
         dt::DTensor x = dt::distribute_tensor(full, mesh, c.from);
         const dt::Tensor& local = x.to_local();
         dt::Tensor scratch_in;

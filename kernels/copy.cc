@@ -4,6 +4,7 @@
 
 #include "core/device_ops.h"
 #include "core/error.h"
+#include "kernels/cpu/stream_copy.h"
 #include "kernels/fill.h"
 
 namespace dt::kernels {
@@ -68,7 +69,7 @@ void copy_bytes(void* dst, const void* src, size_t nbytes, Device device, Stream
   DT_CHECK_ARG(nbytes == 0 || (dst && src), "copy_bytes: null pointer for ", nbytes, " bytes");
   if (nbytes == 0) return;
   if (device.is_cpu()) {
-    std::memcpy(dst, src, nbytes);
+    cpu::large_copy(dst, src, nbytes);  // Note [Streaming copies]
     return;
   }
 #if defined(DT_WITH_CUDA)

@@ -13,6 +13,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "kernels/copy.h"
 #include "kernels/reduce.h"
 
 namespace dt::ucx {
@@ -378,7 +379,7 @@ bool UcxOp::advance(Clock::time_point now) {
           break;
         case TaskType::kCopy:
           poll_network();
-          if (t.n > 0 && t.dst != t.src) std::memcpy(t.dst, t.src, size_t(t.n));
+          if (t.n > 0 && t.dst != t.src) kernels::copy_bytes(t.dst, t.src, size_t(t.n), Device::cpu());
           break;
         case TaskType::kDivide:
           kernels::divide_by(t.dst, t.n, args_.dtype, comm_->size, Device::cpu());

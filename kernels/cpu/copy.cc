@@ -5,6 +5,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/cpu/loops.h"
+#include "kernels/cpu/stream_copy.h"
 #include "kernels/layout.h"
 
 namespace dt::kernels::cpu {
@@ -64,9 +65,14 @@ template <typename U>
 void move_rows(const Layout& l, char* dst, const char* src) {
   if (try_tiled<U, U>(l, dst, src, [](U v) { return v; })) return;
   constexpr int64_t es = int64_t(sizeof(U));
-  for_each_row(l, dst, sizeof(U), src, sizeof(U), [](char* d, const char* s, int64_t n, int64_t ds, int64_t ss) {
+  // Note [Streaming copies] (kernels/cpu/stream_copy.h): large copies of long enough rows bypass the cache.
+  const bool stream = size_t(l.numel * es) >= kStreamMinBytes && size_t(l.shape[l.ndim - 1] * es) >= kStreamMinRun;
+  for_each_row(l, dst, sizeof(U), src, sizeof(U), [stream](char* d, const char* s, int64_t n, int64_t ds, int64_t ss) {
     if (ds == 1 && ss == 1 && n * es >= kMemcpyMinBytes) {
-      std::memcpy(d, s, size_t(n * es));
+      if (stream)
+        stream_copy(d, s, size_t(n * es));
+      else
+        std::memcpy(d, s, size_t(n * es));
       return;
     }
     U* dp = reinterpret_cast<U*>(d);
@@ -80,6 +86,7 @@ void move_rows(const Layout& l, char* dst, const char* src) {
       for (int64_t i = 0; i < n; ++i) dp[i * ds] = sp[i * ss];
     }
   });
+  if (stream) stream_fence();
 }
 
 template <typename D, typename S>
