@@ -518,14 +518,21 @@ void UcxWorker::reap_locked() {
 }
 
 void UcxWorker::advance_dirty_locked(Clock::time_point now) {
+  // The batch vector keeps its capacity from call to call (no allocation per round of progress); a nested call
+  // (an op's advance never makes one today) would fall back to a vector of its own.
+  std::vector<std::shared_ptr<UcxOp>> nested;
+  std::vector<std::shared_ptr<UcxOp>>& batch = dirty_batch_busy_ ? nested : dirty_batch_;
+  const bool outer = !dirty_batch_busy_;
+  dirty_batch_busy_ = true;
   while (!dirty_.empty()) {
-    std::vector<std::shared_ptr<UcxOp>> batch;
     batch.swap(dirty_);
     for (auto& op : batch) {
       op->dirty = false;
       op->advance(now);
     }
+    batch.clear();
   }
+  if (outer) dirty_batch_busy_ = false;
 }
 
 bool UcxWorker::progress_locked(Clock::time_point now) {

@@ -161,6 +161,8 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   std::vector<std::shared_ptr<UcxOp>> running_;  // started, not finished
   std::vector<std::shared_ptr<UcxOp>> zombies_;  // finished (failed) with UCX requests still outstanding
   std::vector<std::shared_ptr<UcxOp>> dirty_;
+  std::vector<std::shared_ptr<UcxOp>> dirty_batch_;  // advance_dirty_locked's batch (capacity reused)
+  bool dirty_batch_busy_ = false;
   std::vector<std::weak_ptr<CommState>> comms_;
   Clock::time_point next_health_{};
   Clock::time_point next_liveness_{};

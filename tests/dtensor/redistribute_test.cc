@@ -22,7 +22,7 @@ using testing::MatrixOptions;
 using testing::MatrixResult;
 
 // Runs the matrix on `world_size` threads and reports rank 0's failures (every rank checks its own view).
-void run_matrix(int world_size, const MatrixOptions& options, int64_t min_cases) {
+void run_matrix(int world_size, const MatrixOptions& options, int64_t min_cases, ThreadCommOptions thread_options = {}) {
   std::mutex mu;
   std::vector<std::string> failures;
   int64_t cases = 0, unsupported = 0;
@@ -34,7 +34,7 @@ void run_matrix(int world_size, const MatrixOptions& options, int64_t min_cases)
       cases = r.cases;
       unsupported = r.unsupported;
     }
-  });
+  }, thread_options);
   for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
   EXPECT_TRUE(failures.empty());
   std::printf("%d ranks: %lld redistributions checked, %lld unsupported pairs rejected\n", world_size,
@@ -51,6 +51,25 @@ TEST(Redistribute, EveryPairOn1dMeshes) {
     o.dtypes = {DType::f32};
     run_matrix(n, o, 100);
   }
+}
+
+// The transitions' staging path, for communicators without strided views (NCCL): blocks packed into and unpacked
+// from contiguous buffers around all_gather / all_to_allv.
+TEST(Redistribute, StagingWithoutStridedViews) {
+  ThreadCommOptions no_views;
+  no_views.strided_views = false;
+  for (int n : {2, 3, 4}) {
+    MatrixOptions o;
+    o.meshes = {{n}};
+    o.shapes = {{8, 6}, {7, 5}, {2, 3}};
+    o.dtypes = {DType::f32, DType::bf16};
+    run_matrix(n, o, 100, no_views);
+  }
+  MatrixOptions o;
+  o.meshes = {{2, 2}};
+  o.shapes = {{8, 6}, {5, 3}};
+  o.all_partial_ops = false;
+  run_matrix(4, o, 300, no_views);
 }
 
 TEST(Redistribute, EveryDtypeGroup) {
