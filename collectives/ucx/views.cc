@@ -1,6 +1,5 @@
-// all_gather / all_to_all of strided views on UCX (Note [Direct view reads] in views.h). Slots between a sender and
-// a receiver: 0 the sender's ViewDesc, 1 the receiver's ViewDesc, 2 a packed block, 3 the sender's "done",
-// 4 the receiver's "done".
+// all_gather / all_to_all of strided views on UCX (Note [Direct view reads] in views.h). Slots between two ranks:
+// 0 the pair's view descriptions, 2 a packed block, 3 "done".
 #include "collectives/ucx/views.h"
 
 #include <sys/uio.h>
@@ -18,7 +17,13 @@ namespace dt::ucx {
 
 namespace {
 
-constexpr uint32_t kSendDescSlot = 0, kRecvDescSlot = 1, kDataSlot = 2, kSenderDoneSlot = 3, kReceiverDoneSlot = 4;
+constexpr uint32_t kDescSlot = 0, kDataSlot = 2, kDoneSlot = 3;
+
+// What a rank tells a peer with which it moves blocks directly: its view of the block it sends to the peer and its
+// view of the block it receives from it (each used only when that direction is direct).
+struct PairDesc {
+  ViewDesc send, recv;
+};
 constexpr int kMaxIov = 1024;  // IOV_MAX on Linux
 
 // The contiguous runs of a strided view in row-major order, as (address, bytes). Size-1 dims are dropped and
@@ -221,56 +226,56 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
   for (int j = 0; j < n; ++j) recv_view[size_t(j)] = op.add_view(a.recv_views[size_t(j)]);
   auto sview = [&](int j) { return send_view[gather ? 0 : size_t(j)]; };
 
-  // Receives first (they are posted first).
-  for (int s = 1; s < n; ++s) {
-    const int j = (r - s + n) % n;
-    const kernels::StridedView& v = op.view(recv_view[size_t(j)]);
-    const int64_t bytes = int64_t(v.nbytes());
-    if (direct(j, bytes)) {
-      auto* mine = static_cast<ViewDesc*>(op.scratch(sizeof(ViewDesc)));
-      *mine = describe_view(v);
-      void* theirs = op.scratch(sizeof(ViewDesc));
-      const int got = op.recv(j, kSendDescSlot, theirs, sizeof(ViewDesc));
-      op.recv(j, kSenderDoneSlot, nullptr, 0);
-      op.send(j, kRecvDescSlot, mine, sizeof(ViewDesc));
-      const int move = op.transfer_view(j, theirs, recv_view[size_t(j)], /*i_send=*/false);
-      op.after(got, move);
-      op.after(move, op.send(j, kReceiverDoneSlot, nullptr, 0));
-    } else if (v.is_contiguous()) {
-      op.recv(j, kDataSlot, bytes ? v.data : nullptr, bytes);
-    } else {
-      void* buf = op.scratch(bytes);
-      op.after(op.recv(j, kDataSlot, buf, bytes), op.unpack(recv_view[size_t(j)], buf));
-    }
-  }
-  // Sends. all_gather packs its one block once for every packed peer.
-  void* packed_once = nullptr;
+  void* packed_once = nullptr;  // all_gather packs its one block once for every packed peer
   int packed_once_task = -1;
   for (int s = 1; s < n; ++s) {
-    const int j = (r + s) % n;
-    const kernels::StridedView& v = op.view(sview(j));
-    const int64_t bytes = int64_t(v.nbytes());
-    if (direct(j, bytes)) {
-      auto* mine = static_cast<ViewDesc*>(op.scratch(sizeof(ViewDesc)));
-      *mine = describe_view(v);
-      void* theirs = op.scratch(sizeof(ViewDesc));
-      const int got = op.recv(j, kRecvDescSlot, theirs, sizeof(ViewDesc));
-      op.recv(j, kReceiverDoneSlot, nullptr, 0);
-      op.send(j, kSendDescSlot, mine, sizeof(ViewDesc));
-      const int move = op.transfer_view(j, theirs, sview(j), /*i_send=*/true);
-      op.after(got, move);
-      op.after(move, op.send(j, kSenderDoneSlot, nullptr, 0));
-    } else if (v.is_contiguous()) {
-      op.send(j, kDataSlot, bytes ? v.data : nullptr, bytes);
-    } else if (gather) {
-      if (packed_once == nullptr) {
-        packed_once = op.scratch(std::max<int64_t>(bytes, 1));
-        packed_once_task = op.pack(packed_once, sview(j));
+    const int j = (r - s + n) % n;
+    const kernels::StridedView& in = op.view(recv_view[size_t(j)]);
+    const kernels::StridedView& out = op.view(sview(j));
+    const int64_t in_bytes = int64_t(in.nbytes()), out_bytes = int64_t(out.nbytes());
+    const bool in_direct = direct(j, in_bytes), out_direct = direct(j, out_bytes);
+    // Packed directions: one message each way (receives first: they are posted first).
+    if (!in_direct) {
+      if (in.is_contiguous()) {
+        op.recv(j, kDataSlot, in_bytes ? in.data : nullptr, in_bytes);
+      } else {
+        void* buf = op.scratch(in_bytes);
+        op.after(op.recv(j, kDataSlot, buf, in_bytes), op.unpack(recv_view[size_t(j)], buf));
       }
-      op.after(packed_once_task, op.send(j, kDataSlot, packed_once, bytes));
-    } else {
-      void* buf = op.scratch(std::max<int64_t>(bytes, 1));
-      op.after(op.pack(buf, sview(j)), op.send(j, kDataSlot, buf, bytes));
+    }
+    if (!out_direct) {
+      if (out.is_contiguous()) {
+        op.send(j, kDataSlot, out_bytes ? out.data : nullptr, out_bytes);
+      } else if (gather) {
+        if (packed_once == nullptr) {
+          packed_once = op.scratch(std::max<int64_t>(out_bytes, 1));
+          packed_once_task = op.pack(packed_once, sview(j));
+        }
+        op.after(packed_once_task, op.send(j, kDataSlot, packed_once, out_bytes));
+      } else {
+        void* buf = op.scratch(std::max<int64_t>(out_bytes, 1));
+        op.after(op.pack(buf, sview(j)), op.send(j, kDataSlot, buf, out_bytes));
+      }
+    }
+    if (!in_direct && !out_direct) continue;
+    // Direct directions: one description each way for both, the copies, one "done" each way after them.
+    auto* mine = static_cast<PairDesc*>(op.scratch(sizeof(PairDesc)));
+    mine->send = describe_view(out);
+    mine->recv = describe_view(in);
+    auto* theirs = static_cast<PairDesc*>(op.scratch(sizeof(PairDesc)));
+    const int got = op.recv(j, kDescSlot, theirs, sizeof(PairDesc));
+    op.recv(j, kDoneSlot, nullptr, 0);
+    op.send(j, kDescSlot, mine, sizeof(PairDesc));
+    const int done = op.send(j, kDoneSlot, nullptr, 0);
+    if (in_direct) {
+      const int move = op.transfer_view(j, &theirs->send, recv_view[size_t(j)], /*i_send=*/false);
+      op.after(got, move);
+      op.after(move, done);
+    }
+    if (out_direct) {
+      const int move = op.transfer_view(j, &theirs->recv, sview(j), /*i_send=*/true);
+      op.after(got, move);
+      op.after(move, done);
     }
   }
   // This rank's own block, while the messages move.

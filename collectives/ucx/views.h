@@ -3,16 +3,17 @@
 // Note [Direct view reads]
 // For each pair of ranks, the block moves one of two ways, chosen identically on both sides from the block's size
 // and whether the peer is a process of this host:
-//   direct  (same host, at least UcxTuning::direct_min_bytes): both sides send each other a ViewDesc of their view
-//           (address, shape, strides, dtype; slots 0 and 1) and check it against their own. Then the side whose
-//           view has more contiguous runs copies with one system call per up to IOV_MAX runs per side: the receiver
-//           reads (process_vm_readv), or the sender writes (process_vm_writev). The kernel pins the remote pages
-//           of every remote run separately, which costs about half a microsecond per run, while local runs are
-//           cheap: so the fragmented side copies and the remote side is the more contiguous one (S(1) -> R reads
-//           whole remote blocks into strided rows; S(0) -> S(1) writes strided rows into the peer's contiguous
-//           block). Each side then sends "done" (slots 3 and 4) and completes only once the other's "done" came, so
-//           both views stay valid while they are copied and the receiver's data is in place when it completes.
-//           One copy, no staging.
+//   direct  (same host, at least UcxTuning::direct_min_bytes): two ranks that move blocks directly send each other
+//           one message with their views of both directions (address, shape, strides, dtype of the block each sends
+//           to the other and of the block each receives from it; slot 0), and check them against their own. Then,
+//           per direction, the side whose view has more contiguous runs copies with one system call per up to
+//           IOV_MAX runs per side: the receiver reads (process_vm_readv), or the sender writes
+//           (process_vm_writev). The kernel pins the remote pages of every remote run separately, about half a
+//           microsecond per run, while local runs are cheap: so the fragmented side copies and the remote side is
+//           the more contiguous one (S(1) -> R reads whole remote blocks into strided rows; S(0) -> S(1) writes
+//           strided rows into the peer's contiguous block). After its copies each side sends "done" (slot 3) and
+//           completes only once the other's "done" came, so both views stay valid while they are copied and the
+//           received data are in place when the call completes. One copy, no staging, two small messages per pair.
 //   packed  (otherwise): the sender packs a strided view into scratch (or sends a contiguous one as it lies) as one
 //           message (slot 2, sent even when empty so that mismatched counts are reported); the receiver receives
 //           into its view when contiguous, else into scratch and unpacks.
