@@ -6,11 +6,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "collectives/ucx/algorithms.h"
 #include "collectives/ucx/worker.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "kernels/copy.h"
 
 namespace dt::ucx {
@@ -96,6 +98,24 @@ class Runs {
   uintptr_t cur_ = 0;
   bool done_ = false;
 };
+
+// Whether this host lets a process read and write the memory of its siblings (same user) with process_vm_readv /
+// writev: not under Yama's ptrace_scope >= 1 (Ubuntu's default), which allows it for descendants only. Views then
+// travel as packed messages; logged once.
+bool direct_copies_allowed() {
+  static const bool allowed = [] {
+    std::FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    if (f == nullptr) return true;  // no Yama: plain ptrace rules (same user) apply
+    int scope = 0;
+    const bool read = std::fscanf(f, "%d", &scope) == 1;
+    std::fclose(f);
+    if (read && scope == 0) return true;
+    DT_LOG_INFO("kernel.yama.ptrace_scope is ", scope,
+                ": strided blocks between processes travel as packed messages, not by direct copies");
+    return false;
+  }();
+  return allowed;
+}
 
 Runs runs_of(const kernels::StridedView& v) {
   return Runs(reinterpret_cast<uintptr_t>(v.data), v.shape, v.strides, v.ndim, dtype_size(v.dtype));
@@ -219,7 +239,7 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
   const UcxWorker& w = op.worker();
   auto direct = [&](int peer, int64_t bytes) {
     return direct_min_bytes >= 0 && bytes >= direct_min_bytes &&
-           w.peer_info(op.comm()->members[size_t(peer)]).same_host;
+           w.peer_info(op.comm()->members[size_t(peer)]).same_host && direct_copies_allowed();
   };
   std::vector<int> send_view(a.send_views.size()), recv_view(static_cast<size_t>(n));
   for (size_t j = 0; j < a.send_views.size(); ++j) send_view[j] = op.add_view(a.send_views[j]);

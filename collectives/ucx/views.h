@@ -3,7 +3,8 @@
 // Note [Direct view reads]
 // For each pair of ranks, the block moves one of two ways, chosen identically on both sides from the block's size
 // and whether the peer is a process of this host:
-//   direct  (same host, at least UcxTuning::direct_min_bytes): two ranks that move blocks directly send each other
+//   direct  (same host, at least UcxTuning::direct_min_bytes, and a host whose Yama ptrace_scope is 0 or absent:
+//           scope 1 allows process_vm_readv on descendants only): two ranks that move blocks directly send each other
 //           one message with their views of both directions (address, shape, strides, dtype of the block each sends
 //           to the other and of the block each receives from it; slot 0), and check them against their own. Then,
 //           per direction, the side whose view has more contiguous runs copies with one system call per up to
