@@ -7,8 +7,10 @@
 // non-temporal stores only above a threshold scaled from the L3 size, which on a big shared L3 (this machine's:
 // 260 MiB) is never reached, and a strided copy made of row-sized memcpy calls never switches at all. Measured here
 // (32 MiB): contiguous memcpy 2.4 ms; rows of 2 KiB 3.0 ms, of 1 KiB 3.4-4.4 ms; the same rows with non-temporal
-// stores 2.0 ms. So copies of at least kStreamMinBytes in all (far beyond L2, and a collective's result is rarely
-// read again before it leaves the cache) use non-temporal stores for every row of at least kStreamMinRun bytes.
+// stores 2.0 ms. But the copy's destination then is not in the cache, and a reader that follows pays for it: copy
+// plus one read of the result took 0.48 ms with memcpy against 0.82 ms streamed at 4 MiB, 1.06 against 1.56 ms at
+// 8 MiB, 2.9 against 3.0 ms at 16 MiB, 28.8 against 27.4 ms at 64 MiB. So only copies of at least kStreamMinBytes
+// in all stream, and only their rows of at least kStreamMinRun bytes.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +18,7 @@
 
 namespace dt::kernels::cpu {
 
-inline constexpr size_t kStreamMinBytes = size_t(4) << 20;
+inline constexpr size_t kStreamMinBytes = size_t(16) << 20;
 inline constexpr size_t kStreamMinRun = 256;
 
 // Copies n bytes with non-temporal stores where the target supports them (memcpy otherwise). Call stream_fence()
