@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "tests/kernels/test_util.h"
@@ -222,6 +224,33 @@ TEST(CopyBytes, CopiesAndValidates) {
   EXPECT_EQ(a, b);
   copy_bytes(nullptr, nullptr, 0, Device::cpu());
   EXPECT_THROW(copy_bytes(nullptr, a.data(), 4, Device::cpu()), InvalidArgument);
+}
+
+// Copies large enough to use non-temporal stores (Note [Streaming copies]): every misalignment of source and
+// destination and odd lengths (the unaligned head and the tail around the 64-byte body), and a strided copy of long
+// rows, against memcpy / element-by-element references.
+TEST(CopyBytes, StreamedLargeCopiesAtEveryAlignment) {
+  const size_t big = (size_t(16) << 20) + 77;
+  std::vector<uint8_t> a(big + 64), b(big + 64);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t((i * 2654435761u) >> 13);
+  for (size_t s : {size_t(0), size_t(1), size_t(7), size_t(15)}) {
+    for (size_t d : {size_t(0), size_t(3), size_t(8), size_t(13)}) {
+      std::fill(b.begin(), b.end(), uint8_t(0xAB));
+      copy_bytes(b.data() + d, a.data() + s, big - s, Device::cpu());
+      ASSERT_EQ(std::memcmp(b.data() + d, a.data() + s, big - s), 0) << "src offset " << s << ", dst offset " << d;
+      if (d > 0) {
+        EXPECT_EQ(b[d - 1], uint8_t(0xAB)) << "wrote before the destination";
+      }
+      EXPECT_EQ(b[d + big - s], uint8_t(0xAB)) << "wrote past the destination";
+    }
+  }
+  // 4097 rows of 1025 f32 (odd row bytes) into every other column block of a wider tensor: 16 MiB and more in all.
+  Tensor src = Tensor::rand({4097, 1025}, 11);
+  Tensor dst = Tensor::zeros({4097, 2051});
+  copy(dst.narrow(1, 1, 1025), src);
+  EXPECT_TRUE(equal(dst.narrow(1, 1, 1025).contiguous(), src));
+  EXPECT_TRUE(equal(dst.narrow(1, 0, 1), Tensor::zeros({4097, 1})));
+  EXPECT_TRUE(equal(dst.narrow(1, 1026, 1025), Tensor::zeros({4097, 1025})));
 }
 
 TEST(CopyArgs, Rejected) {
