@@ -19,6 +19,7 @@
 #include "collectives/communicator.h"
 #include "core/tensor.h"
 #include "kernels/strided_view.h"
+#include "tests/kernels/ops/ops_test_util.h"
 
 namespace dt::test {
 
@@ -41,18 +42,7 @@ inline std::vector<int64_t> offsets_of(const std::vector<int64_t>& sizes) {
 // A tensor equal to `t` whose memory is strided: a narrow of a wider buffer along its last dim, or (when `permuted`)
 // stored in reversed dim order.
 inline Tensor strided_copy(const Tensor& t, bool permuted) {
-  if (permuted) {
-    std::vector<int64_t> rev;
-    Shape rshape;
-    for (int64_t d = t.dim() - 1; d >= 0; --d) {
-      rev.push_back(d);
-      rshape.push_back(t.size(d));
-    }
-    Tensor store = Tensor::empty(rshape, t.dtype());
-    Tensor v = store.permute(rev);
-    v.copy_(t);
-    return v;
-  }
+  if (permuted) return kernels::ops_test::noncontig(t);  // dims reversed in memory (t has 2 or more dims)
   Shape wide = t.shape();
   wide.back() += 3;
   Tensor store = Tensor::full(wide, 0.0, t.dtype());
