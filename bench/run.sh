@@ -83,6 +83,23 @@ for round in $(seq 1 "$rounds"); do
 done
 echo "== $(($(date +%s) - start)) s" >&2
 
+# The transport's own floor for the small rows: UCX's one-way tag latency between two pinned processes of this host
+# (ucx_perftest tag_lat: half a ping-pong), for the message sizes the 2-rank rows send per peer (all_gather: S,
+# all_to_all: S/2). A collective on UCX cannot beat one message of its size; OpenMPI uses its own transport (vader).
+if command -v ucx_perftest >/dev/null && [ "$cores" -ge 2 ]; then
+  port=$((20000 + $$ % 20000))
+  for bytes in 2048 4096 32768 65536 524288 1048576; do
+    port=$((port + 1))
+    taskset -c 0 ucx_perftest -t tag_lat -s "$bytes" -n 5000 -p "$port" >/dev/null 2>&1 &
+    server=$!
+    sleep 0.5
+    lat=$(taskset -c 1 ucx_perftest localhost -t tag_lat -s "$bytes" -n 5000 -p "$port" 2>/dev/null |
+      awk '/^Final:/ {print $3}')
+    wait "$server" 2>/dev/null || true
+    [ -n "$lat" ] && echo "{\"impl\":\"ucx_perftest\",\"bytes\":$bytes,\"oneway_us\":$lat}" | tee -a "$results"
+  done
+fi
+
 /usr/bin/python3 - "$results" <<'PY'
 import json, statistics, sys
 from collections import defaultdict
@@ -97,6 +114,8 @@ for line in open(sys.argv[1]):
     if r.get("impl") == "membw":
         membw[r["figure"]].append(r["gbs"])
         continue
+    if r.get("impl") == "ucx_perftest":
+        continue
     rows[(r["impl"], r["op"], r["ranks"], r["bytes"])].append(r)
 
 def med(key):
@@ -105,6 +124,11 @@ def med(key):
         return None
     return statistics.median(x["busbw_gbs"] for x in v), all(x["ok"] for x in v), len(v)
 
+perftest = {}
+for line in open(sys.argv[1]):
+    if line.startswith("{") and '"ucx_perftest"' in line:
+        r = json.loads(line)
+        perftest[r["bytes"]] = r["oneway_us"]
 bc = statistics.median(membw["copy_2t"]) if membw.get("copy_2t") else None
 bs = statistics.median(membw["sum_2t"]) if membw.get("sum_2t") else None
 if bc and bs:
@@ -157,6 +181,9 @@ for n in sorted({k[2] for k in rows}):
                     want = 1.0
                 if want:
                     targets.append((op, b, ratio, want))
+if perftest:
+    print("\nUCX one-way tag latency on this host (ucx_perftest tag_lat, 2 pinned processes): " +
+          ", ".join(f"{size_name(b) if b >= 1024 else b} {us:.2f} us" for b, us in sorted(perftest.items())))
 if targets:
     missed = [t for t in targets if t[2] < t[3]]
     print(f"\n2-rank targets against OpenMPI: {len(targets) - len(missed)} of {len(targets)} met")
