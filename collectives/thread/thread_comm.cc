@@ -258,12 +258,10 @@ void ThreadCommunicator::run_collective(RankOp& op, Clock::time_point deadline) 
             kernels::unpack(tmp, to, cpu);
           }
         }
-        group_->sync(rank_, *slot, 2, deadline, options_.timeout);
-        return;
       }
       auto src = [&](int j) { return peers[size_t(j)]->args.send; };
       auto dst = [&](int j) { return peers[size_t(j)]->args.recv; };
-      switch (a.kind) {
+      switch (a.has_views() ? CollectiveKind::kBarrier : a.kind) {  // views: done above
         case CollectiveKind::kBarrier:
         case CollectiveKind::kSend:
         case CollectiveKind::kRecv:
