@@ -65,6 +65,10 @@ void copy_cast(const StridedView& dst, const StridedView& src, Device device, St
   run_copy_cast(dst, src, device, stream, "copy_cast");
 }
 
+size_t stream_copy_min_bytes() { return cpu::kStreamMinBytes; }
+void stream_copy_bytes(void* dst, const void* src, size_t nbytes) { cpu::stream_copy(dst, src, nbytes); }
+void stream_copy_fence() { cpu::stream_fence(); }
+
 void copy_bytes(void* dst, const void* src, size_t nbytes, Device device, Stream stream) {
   DT_CHECK_ARG(nbytes == 0 || (dst && src), "copy_bytes: null pointer for ", nbytes, " bytes");
   if (nbytes == 0) return;

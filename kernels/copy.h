@@ -30,6 +30,14 @@ void copy_cast(const StridedView& dst, const StridedView& src, Device device, St
 // memcpy on the device, ordered on `stream`.
 void copy_bytes(void* dst, const void* src, size_t nbytes, Device device, Stream stream = {});
 
+// Host copies whose stores bypass the cache (Note [Streaming copies] in kernels/cpu/stream_copy.h), for algorithms
+// that copy a large buffer piece by piece through a cache-sized slot: stream each piece when the whole is at least
+// stream_copy_min_bytes(), then call stream_copy_fence() once, before the data is handed to another thread or
+// process. (copy_bytes and copy decide by themselves.)
+size_t stream_copy_min_bytes();
+void stream_copy_bytes(void* dst, const void* src, size_t nbytes);
+void stream_copy_fence();
+
 // Tensor versions: both tensors on one device, the same shape (expand() a source to broadcast it).
 void copy(const Tensor& dst, const Tensor& src, Stream stream = {});
 void copy_cast(const Tensor& dst, const Tensor& src, Stream stream = {});

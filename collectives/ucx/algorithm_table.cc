@@ -17,6 +17,8 @@ const char* algorithm_name(Algorithm a) {
       return "ring_reduce_scatter";
     case Algorithm::kRingAllReduce:
       return "ring_all_reduce";
+    case Algorithm::kDirectAllReduce:
+      return "direct_all_reduce";
     case Algorithm::kRecursiveDoubling:
       return "recursive_doubling";
     case Algorithm::kBinomialBroadcast:
@@ -55,6 +57,7 @@ UcxTuning UcxTuning::from_env() {
     d.chunk_bytes = env_int("DT_UCX_CHUNK_BYTES", d.chunk_bytes, 1);
     d.reduce_slots = int(env_int("DT_UCX_REDUCE_SLOTS", d.reduce_slots, 1));
     d.direct_min_bytes = env_int("DT_UCX_DIRECT_MIN_BYTES", d.direct_min_bytes, -1);
+    d.direct_allreduce_min_bytes = env_int("DT_UCX_DIRECT_ALLREDUCE_MIN_BYTES", d.direct_allreduce_min_bytes, -1);
     return d;
   }();
   return t;
@@ -68,10 +71,13 @@ struct Rule {
   int64_t max_bytes;  // the rule applies when bytes <= max_bytes (tuning-dependent limits are resolved below)
   Algorithm algorithm;
   bool pipelined;
+  int64_t min_bytes = 0;   // ... and bytes >= min_bytes (a negative minimum disables the rule)
+  bool one_host = false;  // ... and every member lives on this host
 };
 }  // namespace
 
-AlgorithmChoice select_algorithm(CollectiveKind kind, int64_t bytes, int group_size, const UcxTuning& t) {
+AlgorithmChoice select_algorithm(CollectiveKind kind, int64_t bytes, int group_size, bool one_host,
+                                 const UcxTuning& t) {
   if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) return {Algorithm::kPointToPoint, 0};
   if (group_size == 1) return {Algorithm::kLocal, 0};
   // The table, in priority order: the first rule of the kind whose size limit admits `bytes` wins.
@@ -79,6 +85,7 @@ AlgorithmChoice select_algorithm(CollectiveKind kind, int64_t bytes, int group_s
       {CollectiveKind::kAllGather, kAny, Algorithm::kRingAllGather, true},
       {CollectiveKind::kReduceScatter, kAny, Algorithm::kRingReduceScatter, true},
       {CollectiveKind::kAllReduce, t.allreduce_small_bytes, Algorithm::kRecursiveDoubling, false},
+      {CollectiveKind::kAllReduce, kAny, Algorithm::kDirectAllReduce, true, t.direct_allreduce_min_bytes, true},
       {CollectiveKind::kAllReduce, kAny, Algorithm::kRingAllReduce, true},
       {CollectiveKind::kBroadcast, t.broadcast_small_bytes, Algorithm::kBinomialBroadcast, false},
       {CollectiveKind::kBroadcast, kAny, Algorithm::kChainBroadcast, true},
@@ -87,7 +94,9 @@ AlgorithmChoice select_algorithm(CollectiveKind kind, int64_t bytes, int group_s
       {CollectiveKind::kBarrier, kAny, Algorithm::kDissemination, false},
   };
   for (const Rule& r : rules)
-    if (r.kind == kind && bytes <= r.max_bytes) return {r.algorithm, r.pipelined ? t.chunk_bytes : 0};
+    if (r.kind == kind && bytes <= r.max_bytes && r.min_bytes >= 0 && bytes >= r.min_bytes &&
+        (!r.one_host || one_host))
+      return {r.algorithm, r.pipelined ? t.chunk_bytes : 0};
   DT_ASSERT(false, "no UCX algorithm for ", collective_kind_name(kind));
   return {};
 }

@@ -15,6 +15,7 @@ enum class Algorithm : uint8_t {
   kRingAllGather,
   kRingReduceScatter,
   kRingAllReduce,      // ring reduce-scatter + ring all-gather, chunk-level overlap of the two phases
+  kDirectAllReduce,    // members on one host: each reduces its block from the peers' memory and writes it to theirs
   kRecursiveDoubling,  // all-reduce, small messages
   kBinomialBroadcast,  // small messages
   kChainBroadcast,     // pipelined chain, large messages
@@ -35,6 +36,9 @@ struct UcxTuning {
   // DT_UCX_DIRECT_MIN_BYTES: strided views of at least this many bytes between processes of one host are read
   // straight from the peer's memory (process_vm_readv); smaller ones are packed into messages. -1: never read.
   int64_t direct_min_bytes = 32 << 10;
+  // DT_UCX_DIRECT_ALLREDUCE_MIN_BYTES: all-reduces of at least this many bytes on groups whose members all live on
+  // this host use the direct algorithm (direct_all_reduce.cc). -1: never.
+  int64_t direct_allreduce_min_bytes = 256 << 10;
 
   static UcxTuning from_env();  // the defaults above with the environment applied
 };
@@ -44,7 +48,9 @@ struct AlgorithmChoice {
   int64_t chunk_bytes = 0;  // 0: no pipelining
 };
 
-// The table (calls with strided views always take kViews). `bytes` is the per-rank input size (count * element size; all_to_allv: this rank's total).
-AlgorithmChoice select_algorithm(CollectiveKind kind, int64_t bytes, int group_size, const UcxTuning& tuning);
+// The table (calls with strided views always take kViews). `bytes` is the per-rank input size (count * element size;
+// all_to_allv: this rank's total); `one_host`: every member lives on this host and direct copies are allowed.
+AlgorithmChoice select_algorithm(CollectiveKind kind, int64_t bytes, int group_size, bool one_host,
+                                 const UcxTuning& tuning);
 
 }  // namespace dt::ucx

@@ -26,6 +26,10 @@ void build_ring_reduce_scatter(UcxOp& op, int64_t chunk_bytes, int slots);
 // of this rank's block is reduced (ring_all_reduce.cc).
 void build_ring_all_reduce(UcxOp& op, int64_t chunk_bytes, int slots);
 
+// all_reduce, large, members on one host: each reduces its block out of the peers' memory and writes it into theirs
+// (direct_all_reduce.cc, Note [Direct all-reduce]).
+void build_direct_all_reduce(UcxOp& op, int64_t chunk_bytes);
+
 // all_reduce, small: recursive doubling with whole buffers (recursive_doubling.cc).
 void build_recursive_doubling_all_reduce(UcxOp& op);
 

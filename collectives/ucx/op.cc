@@ -207,6 +207,14 @@ int UcxOp::transfer_view(int peer, const void* desc, int mine, bool i_send) {
   return add(t);
 }
 
+int UcxOp::run(std::function<void()> fn) {
+  runs_.push_back(std::move(fn));
+  Task t;
+  t.type = TaskType::kRun;
+  t.n = int64_t(runs_.size()) - 1;
+  return add(t);
+}
+
 void UcxOp::after(int before, int then) {
   if (before < 0 || then < 0) return;
   DT_ASSERT(before != then && before < int(tasks_.size()) && then < int(tasks_.size()), "bad dependency ", before,
@@ -389,6 +397,17 @@ bool UcxOp::advance(Clock::time_point now) {
         case TaskType::kCopyView:
           poll_network();
           run_view_copy(*this, t);
+          break;
+        case TaskType::kRun:
+          poll_network();
+          try {
+            runs_[size_t(t.n)]();
+          } catch (const Error& e) {
+            fail(e.code(), e.what());
+            return true;
+          }
+          // A peer that died under a copy of the function left zeros: fail before anything depends on them.
+          if (worker_->handle_cma_failures_locked() && finished_) return true;
           break;
         case TaskType::kTransferView: {
           poll_network();

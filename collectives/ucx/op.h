@@ -35,7 +35,10 @@ class UcxOp;
 
 // kPack / kUnpack / kCopyView move strided views (args().send_views / recv_views) through kernels::pack/unpack/copy;
 // kTransferView copies between this rank's view and a peer's in the peer's memory (views.h, Note [Direct view reads]).
-enum class TaskType : uint8_t { kSend, kRecv, kReduce, kCopy, kDivide, kPack, kUnpack, kCopyView, kTransferView };
+// kRun runs a function of the algorithm (it may throw dt::Error, which fails the call).
+enum class TaskType : uint8_t {
+  kSend, kRecv, kReduce, kCopy, kDivide, kPack, kUnpack, kCopyView, kTransferView, kRun
+};
 
 struct Task {
   TaskType type = TaskType::kCopy;
@@ -109,6 +112,8 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   // The direct move between view `mine` and `peer`'s view described by the ViewDesc at `desc` (received by an earlier
   // task); `i_send`: whether `mine` is the source (views.h).
   int transfer_view(int peer, const void* desc, int mine, bool i_send);
+  // Runs `fn` (worker lock held) once the task's dependencies are done.
+  int run(std::function<void()> fn);
   // `then` starts only once `before` is done. Task ids are the values returned above; -1 is ignored.
   void after(int before, int then);
   // Scratch memory owned by the op (pooled), released when it finishes.
@@ -176,6 +181,7 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   std::vector<Task*> handling_;   // the batch being handled (kept to reuse its capacity)
   std::vector<std::pair<void*, size_t>> scratch_;
   std::vector<kernels::StridedView> views_;
+  std::vector<std::function<void()>> runs_;
   std::function<void()> on_success_;
   int done_count_ = 0;
   int outstanding_ = 0;  // UCX requests posted and not yet completed

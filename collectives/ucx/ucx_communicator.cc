@@ -9,6 +9,7 @@
 #include "collectives/bootstrap.h"
 #include "collectives/ucx/algorithms.h"
 #include "collectives/ucx/tag.h"
+#include "collectives/ucx/views.h"
 #include "collectives/ucx/worker.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -106,8 +107,11 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
        a.count == 0);
   if (nothing) return completed_work(desc());
 
-  const ucx::AlgorithmChoice choice = a.has_views() ? ucx::AlgorithmChoice{ucx::Algorithm::kViews, 0}
-                                                    : ucx::select_algorithm(a.kind, bytes, st.size, st.tuning);
+  bool one_host = ucx::direct_copies_allowed();
+  for (int g : st.members) one_host = one_host && w.peer_info(g).same_host;
+  const ucx::AlgorithmChoice choice =
+      a.has_views() ? ucx::AlgorithmChoice{ucx::Algorithm::kViews, 0}
+                    : ucx::select_algorithm(a.kind, bytes, st.size, one_host, st.tuning);
   auto op = std::make_shared<UcxOp>(&w, state_, a, seq, st.timeout, Clock::now());
   try {
     switch (choice.algorithm) {
@@ -122,6 +126,9 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
         break;
       case ucx::Algorithm::kRingAllReduce:
         ucx::build_ring_all_reduce(*op, choice.chunk_bytes, st.tuning.reduce_slots);
+        break;
+      case ucx::Algorithm::kDirectAllReduce:
+        ucx::build_direct_all_reduce(*op, choice.chunk_bytes);
         break;
       case ucx::Algorithm::kRecursiveDoubling:
         ucx::build_recursive_doubling_all_reduce(*op);

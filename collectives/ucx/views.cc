@@ -99,9 +99,8 @@ class Runs {
   bool done_ = false;
 };
 
-// Whether this host lets a process read and write the memory of its siblings (same user) with process_vm_readv /
-// writev: not under Yama's ptrace_scope >= 1 (Ubuntu's default), which allows it for descendants only. Views then
-// travel as packed messages; logged once.
+}  // namespace
+
 bool direct_copies_allowed() {
   static const bool allowed = [] {
     std::FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
@@ -116,6 +115,8 @@ bool direct_copies_allowed() {
   }();
   return allowed;
 }
+
+namespace {
 
 Runs runs_of(const kernels::StridedView& v) {
   return Runs(reinterpret_cast<uintptr_t>(v.data), v.shape, v.strides, v.ndim, dtype_size(v.dtype));
@@ -201,7 +202,6 @@ void transfer_view(const UcxWorker& worker, const CommState& comm, int peer, con
   // The side with more runs copies (Note [Direct view reads]); ties: the receiver.
   const bool sender_copies = i_send ? local.count() > remote.count() : remote.count() > local.count();
   if (sender_copies != i_send) return;
-  const pid_t pid = pid_t(worker.peer_info(comm.members[size_t(peer)]).pid);
   iovec liov[kMaxIov], riov[kMaxIov];
   while (!local.done() && !remote.done()) {
     int ln = 0, rn = 0;
@@ -215,21 +215,35 @@ void transfer_view(const UcxWorker& worker, const CommState& comm, int peer, con
       remote.consume(m);
       bytes += m;
     }
-    const ssize_t got = i_send ? process_vm_writev(pid, liov, static_cast<unsigned long>(ln), riov,
-                                                   static_cast<unsigned long>(rn), 0)
-                               : process_vm_readv(pid, liov, static_cast<unsigned long>(ln), riov,
-                                                  static_cast<unsigned long>(rn), 0);
-    const char* call = i_send ? "process_vm_writev" : "process_vm_readv";
-    if (got < 0) {
-      const int err = errno;
-      DT_THROW(RemoteError, i_send ? "writing " : "reading ", bytes, i_send ? " bytes to " : " bytes from ", who(),
-               " with ", call, " failed: ", std::strerror(err),
-               err == EPERM ? " (ptrace restrictions: see /proc/sys/kernel/yama/ptrace_scope, or set "
-                              "DT_UCX_DIRECT_MIN_BYTES=-1 to send views as messages)"
-                            : "");
-    }
-    if (size_t(got) != bytes) DT_THROW(RemoteError, call, " with ", who(), " moved ", got, " of ", bytes, " bytes");
+    move_iovecs(worker, comm, peer, liov, ln, riov, rn, bytes, i_send);
   }
+}
+
+void move_iovecs(const UcxWorker& worker, const CommState& comm, int peer, const iovec* local, int nlocal,
+                 const iovec* remote, int nremote, size_t bytes, bool write) {
+  const pid_t pid = pid_t(worker.peer_info(comm.members[size_t(peer)]).pid);
+  const ssize_t got = write ? process_vm_writev(pid, local, static_cast<unsigned long>(nlocal), remote,
+                                                static_cast<unsigned long>(nremote), 0)
+                            : process_vm_readv(pid, local, static_cast<unsigned long>(nlocal), remote,
+                                               static_cast<unsigned long>(nremote), 0);
+  const char* call = write ? "process_vm_writev" : "process_vm_readv";
+  if (got < 0) {
+    const int err = errno;
+    DT_THROW(RemoteError, write ? "writing " : "reading ", bytes, write ? " bytes to " : " bytes from ",
+             worker.peer_name(comm, peer), " with ", call, " failed: ", std::strerror(err),
+             err == EPERM ? " (ptrace restrictions: see /proc/sys/kernel/yama/ptrace_scope, or set "
+                            "DT_UCX_DIRECT_MIN_BYTES=-1 to move data as messages)"
+                          : "");
+  }
+  if (size_t(got) != bytes)
+    DT_THROW(RemoteError, call, " with ", worker.peer_name(comm, peer), " moved ", got, " of ", bytes, " bytes");
+}
+
+void copy_with_peer(const UcxWorker& worker, const CommState& comm, int peer, void* local, uint64_t remote,
+                    size_t bytes, bool write) {
+  if (bytes == 0) return;
+  iovec l{local, bytes}, r{reinterpret_cast<void*>(uintptr_t(remote)), bytes};
+  move_iovecs(worker, comm, peer, &l, 1, &r, 1, bytes, write);
 }
 
 void build_views(UcxOp& op, int64_t direct_min_bytes) {

@@ -21,6 +21,9 @@
 // A peer dying under a copy is caught like UCX's own CMA copies (Note [CMA reads from a dead peer]).
 #pragma once
 
+#include <sys/uio.h>
+
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/strided_view.h"
@@ -42,6 +45,19 @@ struct ViewDesc {
 };
 
 ViewDesc describe_view(const kernels::StridedView& v);
+
+// Whether this host lets a process read and write the memory of its siblings (same user) with process_vm_readv /
+// writev: not under Yama's ptrace_scope >= 1 (Ubuntu's default), which allows it for descendants only. Callers then
+// move data as messages; logged once.
+bool direct_copies_allowed();
+
+// process_vm_readv (write: process_vm_writev) between this process and `comm`'s group rank `peer`, `bytes` in all.
+// Throws dt::RemoteError naming the peer when the call fails or moves fewer bytes.
+void move_iovecs(const UcxWorker& worker, const CommState& comm, int peer, const iovec* local, int nlocal,
+                 const iovec* remote, int nremote, size_t bytes, bool write);
+// One contiguous range: `bytes` at the peer's address `remote` into `local` (write: from `local` to `remote`).
+void copy_with_peer(const UcxWorker& worker, const CommState& comm, int peer, void* local, uint64_t remote,
+                    size_t bytes, bool write);
 
 // Runs a kPack, kUnpack or kCopyView task of `op`.
 void run_view_copy(const UcxOp& op, const Task& t);

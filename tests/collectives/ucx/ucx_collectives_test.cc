@@ -161,8 +161,17 @@ void all_reduce_matrix(const ucx::UcxTuning& tuning, const char* algo) {
 
 TEST(UcxCollectives, AllReduceRing) {
   ucx::UcxTuning t = test_tuning();
-  t.allreduce_small_bytes = -1;  // always the ring
+  t.allreduce_small_bytes = -1;         // always the ring
+  t.direct_allreduce_min_bytes = -1;
   all_reduce_matrix(t, "ring");
+}
+
+// Every call of more than one rank's group on this host takes the direct all-reduce (4 KiB chunks: many per block).
+TEST(UcxCollectives, AllReduceDirect) {
+  ucx::UcxTuning t = test_tuning();
+  t.allreduce_small_bytes = -1;
+  t.direct_allreduce_min_bytes = 0;
+  all_reduce_matrix(t, "direct");
 }
 
 TEST(UcxCollectives, AllReduceRecursiveDoubling) {
