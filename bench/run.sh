@@ -11,6 +11,7 @@
 # Then the other benchmarks of the build (bench/ops: local op kernels against raw BLAS), each printing its own table.
 #
 # Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
+# DT_BENCH_REDIST_SAMPLES (25: alternating redistribution / bare samples per row of bench/redistribute),
 # DT_BENCH_ANCHORS (/work/shared/anchors), DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +37,7 @@ if [ -z "$only" ] || [ "$only" = redistribute ]; then
   if [ -x "$build/bench/redistribute" ]; then
     for n in $ranks_list; do
       echo "== bench/redistribute, $n ranks" >&2
-      "$build/tools/dtrun" --nproc-per-node "$n" "$build/bench/redistribute" "${DT_BENCH_SAMPLES:-9}"
+      "$build/tools/dtrun" --nproc-per-node "$n" "$build/bench/redistribute" "${DT_BENCH_REDIST_SAMPLES:-25}"
     done
   fi
   [ "$only" = redistribute ] && exit 0
