@@ -8,7 +8,8 @@
 // row: {"bench":"redistribute","transition":"S(0)->R","ranks":N,"bytes":..,"redistribute_us":..,"bare_us":..,
 // "ratio":..}. Time per sample = max over ranks of (barrier; op; wait), median over samples.
 // Targets: S(0)->R and P->R within 1.05x of the bare collective, S(1)->R and S(i)->S(j) within 1.3x.
-// DT_BENCH_CASES (comma-separated transition names) and DT_BENCH_MIB (comma-separated sizes) narrow the run.
+// DT_BENCH_CASES (comma-separated transition names) and DT_BENCH_MIB (comma-separated sizes) narrow the run;
+// DT_BENCH_COLS sets the row length (default 1024 floats).
 //
 // For the transitions on dim 1 the bare collective moves contiguous blocks, while the redistribution must land (or
 // take) rows of cols/N elements: column "floor" is the same bytes copied in one process into that strided layout
@@ -118,7 +119,8 @@ int main(int argc, char** argv) {
     };
     for (int64_t mib : {1, 4, 16, 64}) {
       if (!listed("DT_BENCH_MIB", std::to_string(mib))) continue;
-      const int64_t cols = 1024, rows = mib * (1 << 20) / 4 / cols;
+      const int64_t cols = std::getenv("DT_BENCH_COLS") ? std::atoll(std::getenv("DT_BENCH_COLS")) : 1024;
+      const int64_t rows = mib * (1 << 20) / 4 / cols;
       dt::Tensor full = dt::Tensor::rand({rows, cols}, 7);
       const double floor = lead ? layout_floor((mib << 20) / n, cols / n * 4, cols * 4, samples) : 0;
       for (const Case& c : cases) {

@@ -317,6 +317,14 @@ UcxWorker::~UcxWorker() {
 void UcxWorker::register_comm(const std::shared_ptr<CommState>& comm) {
   comms_.erase(std::remove_if(comms_.begin(), comms_.end(), [](const auto& w) { return w.expired(); }), comms_.end());
   comms_.push_back(comm);
+  auto early = early_aborts_.find(comm->id);
+  if (early == early_aborts_.end()) return;
+  const auto [from, text] = early->second;
+  early_aborts_.erase(early);
+  auto it = std::find(comm->members.begin(), comm->members.end(), from);
+  if (it != comm->members.end())
+    fail_comm_locked(*comm, ErrorCode::kRemoteError,
+                     str_cat(peer_name(*comm, int(it - comm->members.begin())), " reported: ", text), false);
 }
 
 void UcxWorker::submit_locked(const std::shared_ptr<UcxOp>& op) {
@@ -492,14 +500,20 @@ void UcxWorker::handle_abort_locked(const std::string& message, int from) {
   if (nl == std::string::npos) return;
   const uint32_t id = uint32_t(std::strtoul(message.substr(0, nl).c_str(), nullptr, 10));
   const std::string text = message.substr(nl + 1);
+  bool known = false;
   for (auto& w : comms_) {
     auto c = w.lock();
-    if (!c || c->id != id || c->failed) continue;
+    if (!c || c->id != id) continue;
+    known = true;
+    if (c->failed) continue;
     auto it = std::find(c->members.begin(), c->members.end(), from);
     if (it == c->members.end()) continue;
     const int r = int(it - c->members.begin());
     fail_comm_locked(*c, ErrorCode::kRemoteError, str_cat(peer_name(*c, r), " reported: ", text), false);
   }
+  // A member that failed before this process finished creating the communicator (split() draws the id from the
+  // store, so a fast peer can fail its first call on it meanwhile): keep the news for register_comm().
+  if (!known && early_aborts_.size() < 1024) early_aborts_.emplace(id, std::make_pair(from, text));
 }
 
 void UcxWorker::reap_locked() {

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -164,6 +165,7 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   std::vector<std::shared_ptr<UcxOp>> dirty_batch_;  // advance_dirty_locked's batch (capacity reused)
   bool dirty_batch_busy_ = false;
   std::vector<std::weak_ptr<CommState>> comms_;
+  std::map<uint32_t, std::pair<int, std::string>> early_aborts_;  // comm id -> (global rank, text): see handle_abort
   Clock::time_point next_health_{};
   Clock::time_point next_liveness_{};
   std::chrono::milliseconds stall_threshold_{1000};
