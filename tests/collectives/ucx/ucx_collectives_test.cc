@@ -180,6 +180,31 @@ TEST(UcxCollectives, AllReduceRecursiveDoubling) {
   all_reduce_matrix(t, "recursive_doubling");
 }
 
+// Mismatched counts through the direct all-reduce: every rank compares the calls it receives and fails, naming a
+// peer, instead of reading past a buffer or timing out. On a split copy of the world (the failure is sticky).
+TEST(UcxCollectives, AllReduceDirectMismatchedCounts) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  if (n == 1) GTEST_SKIP() << "no peer";
+  auto sub = std::static_pointer_cast<UcxCommunicator>(c.split(0, r));
+  ucx::UcxTuning t = test_tuning();
+  t.allreduce_small_bytes = -1;
+  t.direct_allreduce_min_bytes = 0;
+  sub->set_tuning(t);
+  const int64_t count = r == 0 ? 1001 : 1000;
+  std::vector<float> buf(1001, 1.0f);
+  try {
+    sub->all_reduce(buf.data(), buf.data(), count, DType::f32, ReduceOp::kSum, Device::cpu())
+        ->wait(std::chrono::seconds(20));
+    ADD_FAILURE() << "expected an error";
+  } catch (const TimeoutError& e) {
+    ADD_FAILURE() << "timed out instead of failing: " << e.what();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank"), std::string::npos) << e.what();
+  }
+  c.barrier()->wait();
+}
+
 TEST(UcxCollectives, Broadcast) {
   auto& c = *g_comm;
   const int n = c.size(), r = c.rank();
