@@ -403,6 +403,31 @@ TEST(UcxCollectives, StridedViews) {
   }
 }
 
+// Large blocks landing in short runs take the banded reads (Note [Banded reads] in collectives/ucx/views.cc):
+// an S(1) -> R gather with 1 KiB runs of 8 MiB per peer, and an S(1) -> S(0) exchange with 1 KiB runs.
+TEST(UcxCollectives, StridedViewsBandedReads) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  const int64_t rows = 8192, cols = 256;
+  const Tensor g = Tensor::rand({rows, cols * n}, 4242, DType::f32, -1, 1);  // the same on every rank
+  Tensor mine = g.narrow(1, r * cols, cols).contiguous();
+  Tensor out = Tensor::zeros({rows, cols * n});
+  std::vector<kernels::StridedView> recv;
+  for (int j = 0; j < n; ++j) recv.push_back(kernels::view_of(out.narrow(1, j * cols, cols)));
+  c.all_gather_views(kernels::view_of(mine), recv, Device::cpu())->wait();
+  EXPECT_TRUE(equal(out, g)) << "all_gather_views into 1 KiB runs";
+  // S(1) -> S(0): rank p holds columns block p of all rows; rank q receives rows block q of all columns.
+  const int64_t band = rows / n;
+  Tensor got = Tensor::zeros({band, cols * n});
+  std::vector<kernels::StridedView> sv, rv;
+  for (int q = 0; q < n; ++q) {
+    sv.push_back(kernels::view_of(mine.narrow(0, q * band, band)));
+    rv.push_back(kernels::view_of(got.narrow(1, q * cols, cols)));
+  }
+  c.all_to_all_views(sv, rv, Device::cpu())->wait();
+  EXPECT_TRUE(equal(got, g.narrow(0, r * band, band).contiguous())) << "all_to_all_views into 1 KiB runs";
+}
+
 // A reader that expects more than the owner's view holds fails naming the peer; with direct reads every rank hears
 // of it (they wait for acknowledgements); never a hang.
 // On a split copy of the world, so that the failed communicator does not affect the other tests.
