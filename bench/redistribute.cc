@@ -13,8 +13,10 @@
 //
 // For the transitions on dim 1 the bare collective moves contiguous blocks, while the redistribution must land (or
 // take) rows of cols/N elements: column "floor" is the same bytes copied in one process into that strided layout
-// (one memcpy per row) against one contiguous memcpy, measured by rank 0 while the others wait. It is what the
-// layout alone costs on this machine, whatever the communication does; ratios near it are at the hardware's limit.
+// (one memcpy per row, ordinary stores, as the kernel's process_vm_readv/writev copies) against one contiguous
+// memcpy, measured by rank 0 while the others wait: what the layout costs a copy with ordinary stores on this
+// machine. Large reads into short runs use streaming stores instead and can beat it (Note [Banded reads] in
+// collectives/ucx/views.cc).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
