@@ -73,23 +73,43 @@ void check_coord(const MeshShape& mesh, const std::vector<int64_t>& coord) {
 
 }  // namespace
 
+namespace {
+
+// raw_ranges with no free mesh dim: exactly one chunk (an empty one still says where the block would start),
+// refined level by level without building lists (this runs per group member on every redistribution step).
+IndexRange single_range(int64_t dim_size, int64_t tensor_dim, const MeshShape& mesh, const ShardingSpec& spec,
+                        const std::vector<int64_t>& coord) {
+  IndexRange r{0, dim_size};
+  for (int64_t m : spec.splitters(tensor_dim)) {
+    const auto mi = static_cast<size_t>(m);
+    const IndexRange c = chunk_range(r.size(), mesh.sizes()[mi], coord[mi]);
+    r = IndexRange{r.begin + c.begin, r.begin + c.end};
+  }
+  return r;
+}
+
+}  // namespace
+
 std::vector<IndexRange> local_ranges(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
                                      const std::vector<int64_t>& coord) {
   check_layout_args(global, mesh, spec);
   check_coord(mesh, coord);
   std::vector<IndexRange> out;
   out.reserve(global.size());
-  for (size_t d = 0; d < global.size(); ++d) {
-    // With no free mesh dim there is exactly one chunk; an empty one still says where the block would start.
-    out.push_back(raw_ranges(global[d], static_cast<int64_t>(d), mesh, spec, coord, {}).front());
-  }
+  for (size_t d = 0; d < global.size(); ++d)
+    out.push_back(single_range(global[d], static_cast<int64_t>(d), mesh, spec, coord));
   return out;
 }
 
 LocalLayout local_layout(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
                          const std::vector<int64_t>& coord) {
+  check_layout_args(global, mesh, spec);
+  check_coord(mesh, coord);
   LocalLayout out;
-  for (const IndexRange& r : local_ranges(global, mesh, spec, coord)) {
+  out.shape.reserve(global.size());
+  out.offset.reserve(global.size());
+  for (size_t d = 0; d < global.size(); ++d) {
+    const IndexRange r = single_range(global[d], static_cast<int64_t>(d), mesh, spec, coord);
     out.shape.push_back(r.size());
     out.offset.push_back(r.begin);
   }
@@ -102,7 +122,12 @@ LocalLayout local_layout_of_rank(const Shape& global, const MeshShape& mesh, con
 
 Shape local_shape(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
                   const std::vector<int64_t>& coord) {
-  return local_layout(global, mesh, spec, coord).shape;
+  check_layout_args(global, mesh, spec);
+  check_coord(mesh, coord);
+  Shape shape(global.size());
+  for (size_t d = 0; d < global.size(); ++d)
+    shape[d] = single_range(global[d], static_cast<int64_t>(d), mesh, spec, coord).size();
+  return shape;
 }
 
 Shape global_offset(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
