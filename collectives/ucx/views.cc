@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -119,6 +120,7 @@ class Runs {
 
 bool direct_copies_allowed() {
   static const bool allowed = [] {
+    if (const char* e = std::getenv("DT_UCX_DIRECT"); e != nullptr && std::strcmp(e, "0") == 0) return false;
     std::FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
     if (f == nullptr) return true;  // no Yama: plain ptrace rules (same user) apply
     int scope = 0;
@@ -272,8 +274,8 @@ void move_iovecs(const UcxWorker& worker, const CommState& comm, int peer, const
     const int err = errno;
     DT_THROW(RemoteError, write ? "writing " : "reading ", bytes, write ? " bytes to " : " bytes from ",
              worker.peer_name(comm, peer), " with ", call, " failed: ", std::strerror(err),
-             err == EPERM ? " (ptrace restrictions: see /proc/sys/kernel/yama/ptrace_scope, or set "
-                            "DT_UCX_DIRECT_MIN_BYTES=-1 to move data as messages)"
+             err == EPERM ? " (ptrace restrictions: see /proc/sys/kernel/yama/ptrace_scope or the security module's "
+                            "ptrace policy, or set DT_UCX_DIRECT=0 to move all data as messages)"
                           : "");
   }
   if (size_t(got) != bytes)

@@ -47,8 +47,8 @@ struct ViewDesc {
 ViewDesc describe_view(const kernels::StridedView& v);
 
 // Whether this host lets a process read and write the memory of its siblings (same user) with process_vm_readv /
-// writev: not under Yama's ptrace_scope >= 1 (Ubuntu's default), which allows it for descendants only. Callers then
-// move data as messages; logged once.
+// writev: not under Yama's ptrace_scope >= 1 (Ubuntu's default), which allows it for descendants only, and not when
+// DT_UCX_DIRECT=0 (other security modules can forbid it too). Callers then move data as messages; logged once.
 bool direct_copies_allowed();
 
 // process_vm_readv (write: process_vm_writev) between this process and `comm`'s group rank `peer`, `bytes` in all.
