@@ -3,17 +3,11 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/splitmix.h"
 #include "core/tensor.h"
 
 namespace dt {
 namespace {
-
-inline uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Uniform in [0, 1) with 53 random bits.
 inline double unit(uint64_t seed, uint64_t i, uint64_t stream) {

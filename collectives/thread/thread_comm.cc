@@ -230,38 +230,42 @@ void* ThreadCommunicator::scratch(size_t bytes) {
   return scratch_.get();
 }
 
+void ThreadCommunicator::copy_views(const CollectiveArgs& a, const std::vector<const RankOp*>& peers) {
+  // Each peer's view for this rank into its recv view (outputs overlap no input: checked above the backend, and
+  // every rank only writes its own outputs).
+  const Device cpu = Device::cpu();
+  for (int j = 0; j < size(); ++j) {
+    const CollectiveArgs& pj = peers[size_t(j)]->args;
+    const kernels::StridedView& from = pj.send_views[a.kind == CollectiveKind::kAllGather ? 0 : size_t(rank_)];
+    const kernels::StridedView& to = a.recv_views[size_t(j)];
+    if (to.numel() == 0) continue;
+    if (std::equal(from.sizes().begin(), from.sizes().end(), to.sizes().begin(), to.sizes().end())) {
+      kernels::copy(to, from, cpu);
+    } else {  // same count, different shapes: through row-major order
+      void* tmp = scratch(to.nbytes());
+      kernels::pack(from, tmp, cpu);
+      kernels::unpack(tmp, to, cpu);
+    }
+  }
+}
+
 void ThreadCommunicator::run_collective(RankOp& op, Clock::time_point deadline) {
   const auto slot = group_->arrive(rank_, &op, deadline, options_.timeout);
   const auto& peers = slot->ops;
   // From here on every rank reaches the final sync without blocking (Note [Thread rendezvous]).
   std::exception_ptr error;
   try {
-    if (!op.is_split) {
+    if (!op.is_split && op.args.has_views()) {
+      copy_views(op.args, peers);
+    } else if (!op.is_split) {
       const CollectiveArgs& a = op.args;
       const int n = size();
       const int r = rank_;
       const size_t es = a.elem_size();
       const Device cpu = Device::cpu();
-      if (a.has_views()) {
-        // Views: copy each peer's view for this rank into its recv view (outputs overlap no input: checked above
-        // the backend, and every rank only writes its own outputs).
-        for (int j = 0; j < n; ++j) {
-          const CollectiveArgs& pj = peers[size_t(j)]->args;
-          const kernels::StridedView& from = pj.send_views[a.kind == CollectiveKind::kAllGather ? 0 : size_t(r)];
-          const kernels::StridedView& to = a.recv_views[size_t(j)];
-          if (to.numel() == 0) continue;
-          if (std::equal(from.sizes().begin(), from.sizes().end(), to.sizes().begin(), to.sizes().end())) {
-            kernels::copy(to, from, cpu);
-          } else {  // same count, different shapes: through row-major order
-            void* tmp = scratch(to.nbytes());
-            kernels::pack(from, tmp, cpu);
-            kernels::unpack(tmp, to, cpu);
-          }
-        }
-      }
       auto src = [&](int j) { return peers[size_t(j)]->args.send; };
       auto dst = [&](int j) { return peers[size_t(j)]->args.recv; };
-      switch (a.has_views() ? CollectiveKind::kBarrier : a.kind) {  // views: done above
+      switch (a.kind) {
         case CollectiveKind::kBarrier:
         case CollectiveKind::kSend:
         case CollectiveKind::kRecv:

@@ -101,6 +101,8 @@ class ThreadCommunicator final : public Communicator {
   void run_collective(thread_detail::RankOp& op, std::chrono::steady_clock::time_point deadline);
   void wait_pending_recvs(const CollectiveArgs& args, std::chrono::steady_clock::time_point deadline);
   void* scratch(size_t bytes);
+  // The strided-views calls (Note [Strided views]): every peer has arrived and its arguments are readable.
+  void copy_views(const CollectiveArgs& a, const std::vector<const thread_detail::RankOp*>& peers);
   std::string label() const;
 
   std::shared_ptr<thread_detail::ThreadGroup> group_;

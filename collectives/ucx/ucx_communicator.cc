@@ -9,7 +9,6 @@
 #include "collectives/bootstrap.h"
 #include "collectives/ucx/algorithms.h"
 #include "collectives/ucx/tag.h"
-#include "collectives/ucx/views.h"
 #include "collectives/ucx/worker.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -107,11 +106,9 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
        a.count == 0);
   if (nothing) return completed_work(desc());
 
-  bool one_host = ucx::direct_copies_allowed();
-  for (int g : st.members) one_host = one_host && w.peer_info(g).same_host;
   const ucx::AlgorithmChoice choice =
       a.has_views() ? ucx::AlgorithmChoice{ucx::Algorithm::kViews, 0}
-                    : ucx::select_algorithm(a.kind, bytes, st.size, one_host, st.tuning);
+                    : ucx::select_algorithm(a.kind, bytes, st.size, st.one_host, st.tuning);
   auto op = std::make_shared<UcxOp>(&w, state_, a, seq, st.timeout, Clock::now());
   try {
     switch (choice.algorithm) {

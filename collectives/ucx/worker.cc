@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "collectives/ucx/cma_guard.h"
+#include "collectives/ucx/views.h"
 #include "collectives/ucx/tag.h"
 #include "core/logging.h"
 
@@ -317,6 +318,8 @@ UcxWorker::~UcxWorker() {
 void UcxWorker::register_comm(const std::shared_ptr<CommState>& comm) {
   comms_.erase(std::remove_if(comms_.begin(), comms_.end(), [](const auto& w) { return w.expired(); }), comms_.end());
   comms_.push_back(comm);
+  comm->one_host = direct_copies_allowed();
+  for (int g : comm->members) comm->one_host = comm->one_host && peers_[size_t(g)].same_host;
   auto early = early_aborts_.find(comm->id);
   if (early == early_aborts_.end()) return;
   const auto [from, text] = early->second;

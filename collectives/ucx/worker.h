@@ -68,6 +68,7 @@ struct CommState {
   std::string failed_reason;
   UcxTuning tuning;
   Work::Duration timeout{0};
+  bool one_host = false;  // every member lives on this host and may be copied directly (set by register_comm)
 };
 
 // What the other processes published about themselves.

@@ -18,15 +18,11 @@
 
 #include "core/dtype.h"
 #include "core/reduce_op.h"
+#include "core/splitmix.h"
 
 namespace dt::ucx_test {
 
-inline uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+inline uint64_t mix(uint64_t x) { return splitmix64(x); }
 
 template <typename T>
 constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
