@@ -2,13 +2,16 @@
 //
 //   dtrun --nproc-per-node N build/bench/redistribute [samples]
 //
-// For each transition and global tensor size (1, 4, 16, 64 MiB of f32, shape [rows, 1024]) it times
+// For each transition and global tensor size (1, 4, 16, 64 MiB of f32, shape [rows, 1024], and 16 and 64 KiB rows that
+// show the fixed cost of a call: planning, the output tensor, the views' descriptions) it times
 // x.redistribute(target) and the bare Communicator call that moves the same bytes (all_gather into a preallocated
 // output, all_reduce, reduce_scatter, all_to_all), alternating the two, and prints a table plus one JSON line per
 // row: {"bench":"redistribute","transition":"S(0)->R","ranks":N,"bytes":..,"redistribute_us":..,"bare_us":..,
 // "ratio":..}. Time per sample = max over ranks of (barrier; op; wait), median over samples.
 // Targets: S(0)->R and P->R within 1.05x of the bare collective, S(1)->R and S(i)->S(j) within 1.3x.
-// DT_BENCH_CASES (comma-separated transition names) and DT_BENCH_MIB (comma-separated sizes) narrow the run;
+// Row S(0)->S(1)v times the same redistribution against the strided-views all-to-all it issues (what dtensor itself
+// adds: planning, the output tensor, the views' descriptions), where S(0)->S(1) compares it with a contiguous one.
+// DT_BENCH_CASES (comma-separated transition names) and DT_BENCH_KIB (comma-separated sizes in KiB) narrow the run;
 // DT_BENCH_COLS sets the row length (default 1024 floats).
 //
 // For the transitions on dim 1 the bare collective moves contiguous blocks, while the redistribution must land (or
@@ -28,6 +31,7 @@
 
 #include "collectives/ucx/ucx_communicator.h"
 #include "dtensor/dtensor.h"
+#include "kernels/strided_view.h"
 
 namespace {
 
@@ -107,11 +111,23 @@ int main(int argc, char** argv) {
          }},
         {"S(0)->S(1)", OutSize::kSame, {dt::Shard(0)}, {dt::Shard(1)},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_to_all(x.to_local(), out)->wait(); }},
+        {"S(0)->S(1)v", OutSize::kSame, {dt::Shard(0)}, {dt::Shard(1)},
+         [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) {
+           const dt::Tensor& in = x.to_local();
+           const int64_t R = in.size(0), C = in.size(1) / n;
+           dt::Tensor o = out.view({R * n, C});
+           std::vector<dt::kernels::StridedView> sv, rv;
+           for (int p = 0; p < n; ++p) {
+             sv.push_back(dt::kernels::view_of(in.narrow(1, p * C, C)));
+             rv.push_back(dt::kernels::view_of(o.narrow(0, p * R, R)));
+           }
+           comm->all_to_all_views(std::move(sv), std::move(rv), dt::Device::cpu())->wait();
+         }},
         {"S(1)->S(0)", OutSize::kSame, {dt::Shard(1)}, {dt::Shard(0)},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_to_all(x.to_local(), out)->wait(); }},
     };
     if (lead)
-      std::printf("%-11s %5s %9s %14s %10s %7s %7s\n", "transition", "ranks", "MiB", "redistribute_us", "bare_us",
+      std::printf("%-12s %5s %9s %14s %10s %7s %7s\n", "transition", "ranks", "MiB", "redistribute_us", "bare_us",
                   "ratio", "floor");
     auto listed = [](const char* env, const std::string& item) {
       const char* e = std::getenv(env);
@@ -119,12 +135,12 @@ int main(int argc, char** argv) {
       const std::string list = std::string(",") + e + ",";
       return list.find("," + item + ",") != std::string::npos;
     };
-    for (int64_t mib : {1, 4, 16, 64}) {
-      if (!listed("DT_BENCH_MIB", std::to_string(mib))) continue;
+    for (int64_t kib : {16, 64, 1024, 4096, 16384, 65536}) {
+      if (!listed("DT_BENCH_KIB", std::to_string(kib))) continue;
       const int64_t cols = std::getenv("DT_BENCH_COLS") ? std::atoll(std::getenv("DT_BENCH_COLS")) : 1024;
-      const int64_t rows = mib * (1 << 20) / 4 / cols;
+      const int64_t rows = kib * 1024 / 4 / cols;
       dt::Tensor full = dt::Tensor::rand({rows, cols}, 7);
-      const double floor = lead ? layout_floor((mib << 20) / n, cols / n * 4, cols * 4, samples) : 0;
+      const double floor = lead ? layout_floor((kib << 10) / n, cols / n * 4, cols * 4, samples) : 0;
       for (const Case& c : cases) {
         if (!listed("DT_BENCH_CASES", c.name)) continue;
         dt::DTensor x = dt::distribute_tensor(full, mesh, c.from);
@@ -144,11 +160,11 @@ int main(int argc, char** argv) {
         double r = median(tr), b = median(tb);
         if (lead) {
           const bool strided = std::string(c.name).find("(1)") != std::string::npos && n > 1;
-          std::printf("%-11s %5d %9lld %14.1f %10.1f %7.2f %7s\n", c.name, n, (long long)mib, r, b, r / b,
+          std::printf("%-12s %5d %9g %14.1f %10.1f %7.2f %7s\n", c.name, n, double(kib) / 1024, r, b, r / b,
                       strided ? std::to_string(floor).substr(0, 4).c_str() : "-");
           std::printf("{\"bench\":\"redistribute\",\"transition\":\"%s\",\"ranks\":%d,\"bytes\":%lld,"
                       "\"redistribute_us\":%.1f,\"bare_us\":%.1f,\"ratio\":%.3f,\"layout_floor\":%.3f}\n",
-                      c.name, n, (long long)(mib << 20), r, b, r / b, strided ? floor : 1.0);
+                      c.name, n, (long long)(kib << 10), r, b, r / b, strided ? floor : 1.0);
         }
       }
     }
