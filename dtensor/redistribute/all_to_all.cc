@@ -54,19 +54,21 @@ PendingStep AllToAllTransition::start(const StepContext& c) const {
     b_off[size_t(p)] = p ? b_off[size_t(p - 1)] + b[size_t(p - 1)] : 0;
   }
   Tensor out = Tensor::empty(c.output_shape(), in.dtype(), in.device());
-  Blocks send = blocks_of(in, j, b_off, b);
-  Blocks recv = blocks_of(out, i, a_off, a);
   // Every member must take the same path: contiguity of the blocks differs per member (an empty or one-row shard is
-  // contiguous where the others are not), so views are used whenever the communicator takes them.
+  // contiguous where the others are not), so views are used whenever the communicator takes them. The blocks are
+  // narrowed views of the two tensors' views (no Tensor per block: this runs on every call).
   if (c.comm()->supports_views(in.device())) {
-    std::vector<kernels::StridedView> sv, rv;
+    const kernels::StridedView whole_in = kernels::view_of(in), whole_out = kernels::view_of(out);
+    std::vector<kernels::StridedView> sv(static_cast<size_t>(k)), rv(static_cast<size_t>(k));
     for (int64_t p = 0; p < k; ++p) {
-      sv.push_back(kernels::view_of(send.views[size_t(p)]));
-      rv.push_back(kernels::view_of(recv.views[size_t(p)]));
+      sv[size_t(p)] = whole_in.narrow(int(j), b_off[size_t(p)], b[size_t(p)]);
+      rv[size_t(p)] = whole_out.narrow(int(i), a_off[size_t(p)], a[size_t(p)]);
     }
     WorkPtr work = c.comm()->all_to_all_views(std::move(sv), std::move(rv), in.device());
     return {work, [in, out]() { return out; }};
   }
+  Blocks send = blocks_of(in, j, b_off, b);
+  Blocks recv = blocks_of(out, i, a_off, a);
   Tensor send_buf = in, recv_buf = out;
   if (!send.in_place) {
     send_buf = Tensor::empty({in.numel()}, in.dtype(), in.device());
