@@ -348,10 +348,15 @@ void UcxWorker::submit_locked(const std::shared_ptr<UcxOp>& op) {
 void UcxWorker::mark_dirty(UcxOp* op) {
   if (op->dirty) return;
   op->dirty = true;
-  dirty_.push_back(op->shared_from_this());
+  dirty_.push_back(op);
 }
 
 void UcxWorker::op_done_locked(UcxOp* op) {
+  if (op->dirty) {  // it leaves running_ and may be destroyed: no list may point at it (see dirty_ in worker.h)
+    op->dirty = false;
+    std::replace(dirty_.begin(), dirty_.end(), op, static_cast<UcxOp*>(nullptr));
+    for (auto* batch : active_batches_) std::replace(batch->begin(), batch->end(), op, static_cast<UcxOp*>(nullptr));
+  }
   auto it = std::find_if(running_.begin(), running_.end(), [op](const auto& p) { return p.get() == op; });
   std::shared_ptr<UcxOp> self;
   if (it != running_.end()) {
@@ -537,19 +542,20 @@ void UcxWorker::reap_locked() {
 void UcxWorker::advance_dirty_locked(Clock::time_point now) {
   // The batch vector keeps its capacity from call to call (no allocation per round of progress); a nested call
   // (an op's advance never makes one today) would fall back to a vector of its own.
-  std::vector<std::shared_ptr<UcxOp>> nested;
-  std::vector<std::shared_ptr<UcxOp>>& batch = dirty_batch_busy_ ? nested : dirty_batch_;
-  const bool outer = !dirty_batch_busy_;
-  dirty_batch_busy_ = true;
+  std::vector<UcxOp*> nested;
+  std::vector<UcxOp*>& batch = active_batches_.empty() ? dirty_batch_ : nested;
+  active_batches_.push_back(&batch);
   while (!dirty_.empty()) {
     batch.swap(dirty_);
-    for (auto& op : batch) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      UcxOp* op = batch[i];
+      if (op == nullptr) continue;  // finished by an earlier op of the batch (op_done_locked)
       op->dirty = false;
-      op->advance(now);
+      op->advance(now);  // may finish (and destroy) op: it is not touched again
     }
     batch.clear();
   }
-  if (outer) dirty_batch_busy_ = false;
+  active_batches_.pop_back();
 }
 
 bool UcxWorker::progress_locked(Clock::time_point now) {
