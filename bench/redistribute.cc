@@ -143,6 +143,8 @@ int main(int argc, char** argv) {
       const double floor = lead ? layout_floor((kib << 10) / n, cols / n * 4, cols * 4, samples) : 0;
       for (const Case& c : cases) {
         if (!listed("DT_BENCH_CASES", c.name)) continue;
+        // The views row builds its blocks from even splits only.
+        if (std::string(c.name) == "S(0)->S(1)v" && (rows % n != 0 || cols % n != 0)) continue;
         dt::DTensor x = dt::distribute_tensor(full, mesh, c.from);
         const dt::Tensor& local = x.to_local();
         dt::Tensor scratch_in;

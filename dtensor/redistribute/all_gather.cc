@@ -28,14 +28,7 @@ PendingStep AllGatherTransition::start(const StepContext& c) const {
   const bool direct = leading_dims_trivial(in.shape(), d);
   if (!direct && c.comm()->supports_views(in.device())) {
     Tensor out = Tensor::empty(out_shape, in.dtype(), in.device());
-    const kernels::StridedView whole = kernels::view_of(out);  // narrowed per member (no Tensor per block)
-    std::vector<kernels::StridedView> slices(static_cast<size_t>(k));
-    int64_t off = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      slices[size_t(i)] = whole.narrow(int(d), off, sizes[size_t(i)]);
-      off += sizes[size_t(i)];
-    }
-    WorkPtr work = c.comm()->all_gather_views(kernels::view_of(in), std::move(slices), in.device());
+    WorkPtr work = c.comm()->all_gather_views(kernels::view_of(in), slice_views(out, d, sizes), in.device());
     return {work, [in, out]() { return out; }};
   }
 

@@ -55,16 +55,9 @@ PendingStep AllToAllTransition::start(const StepContext& c) const {
   }
   Tensor out = Tensor::empty(c.output_shape(), in.dtype(), in.device());
   // Every member must take the same path: contiguity of the blocks differs per member (an empty or one-row shard is
-  // contiguous where the others are not), so views are used whenever the communicator takes them. The blocks are
-  // narrowed views of the two tensors' views (no Tensor per block: this runs on every call).
+  // contiguous where the others are not), so views are used whenever the communicator takes them.
   if (c.comm()->supports_views(in.device())) {
-    const kernels::StridedView whole_in = kernels::view_of(in), whole_out = kernels::view_of(out);
-    std::vector<kernels::StridedView> sv(static_cast<size_t>(k)), rv(static_cast<size_t>(k));
-    for (int64_t p = 0; p < k; ++p) {
-      sv[size_t(p)] = whole_in.narrow(int(j), b_off[size_t(p)], b[size_t(p)]);
-      rv[size_t(p)] = whole_out.narrow(int(i), a_off[size_t(p)], a[size_t(p)]);
-    }
-    WorkPtr work = c.comm()->all_to_all_views(std::move(sv), std::move(rv), in.device());
+    WorkPtr work = c.comm()->all_to_all_views(slice_views(in, j, b), slice_views(out, i, a), in.device());
     return {work, [in, out]() { return out; }};
   }
   Blocks send = blocks_of(in, j, b_off, b);

@@ -34,6 +34,18 @@ Tensor front_to_dim(const Tensor& t, int64_t d) {
   return t.permute(perm);
 }
 
+std::vector<kernels::StridedView> slice_views(const Tensor& t, int64_t dim, const std::vector<int64_t>& sizes) {
+  const kernels::StridedView whole = kernels::view_of(t);
+  std::vector<kernels::StridedView> out(sizes.size());
+  int64_t off = 0;
+  for (size_t p = 0; p < sizes.size(); ++p) {
+    out[p] = whole.narrow(int(dim), off, sizes[p]);
+    off += sizes[p];
+  }
+  DT_ASSERT(off == t.size(dim), "slice_views: sizes sum to ", off, ", not ", t.size(dim));
+  return out;
+}
+
 bool leading_dims_trivial(const Shape& shape, int64_t d) {
   for (int64_t i = 0; i < d; ++i)
     if (shape[size_t(i)] != 1) return false;

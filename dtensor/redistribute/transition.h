@@ -11,6 +11,7 @@
 #include "collectives/work.h"
 #include "core/tensor.h"
 #include "dtensor/device_mesh.h"
+#include "kernels/strided_view.h"
 #include "placement/planner.h"
 
 namespace dt::redistribute {
@@ -55,6 +56,9 @@ Tensor front_to_dim(const Tensor& t, int64_t d);
 // Whether dims before `d` all have size 1, so that a contiguous tensor with `d` moved to the front has the same
 // memory order (no pack needed).
 bool leading_dims_trivial(const Shape& shape, int64_t d);
+// t's consecutive slices along `dim` of the given sizes (which sum to t.size(dim)), as strided views: what the views
+// collectives take, without a Tensor per slice (this runs on every redistribution).
+std::vector<kernels::StridedView> slice_views(const Tensor& t, int64_t dim, const std::vector<int64_t>& sizes);
 // dst.copy_(src) for same-device, same-dtype strided tensors (CPU or CUDA kernels).
 void copy_into(const Tensor& dst, const Tensor& src);
 // A new tensor filled with `value` on `device` (device-side fill).

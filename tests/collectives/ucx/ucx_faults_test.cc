@@ -39,6 +39,12 @@ void report(const std::string& line) {
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// The lines the test driver checks: the error (code and text) and how long after t0 it came.
+void report_error(const dt::Error& e, Clock::time_point t0) {
+  report(std::string("error ") + dt::error_code_name(e.code()) + ": " + e.what());
+  report("after " + std::to_string(since(t0)) + " s");
+}
+
 int scenario_kill(dt::Communicator& c, int victim) {
   const int r = c.rank();
   const int64_t count = 1 << 20;
@@ -55,8 +61,7 @@ int scenario_kill(dt::Communicator& c, int victim) {
       w->wait();
     }
   } catch (const dt::Error& e) {
-    report(std::string("error ") + dt::error_code_name(e.code()) + ": " + e.what());
-    report("after " + std::to_string(since(t0)) + " s");
+    report_error(e, t0);
     return 0;
   }
   report("no error");
@@ -74,8 +79,7 @@ int scenario_mismatch(dt::Communicator& c) {
       c.all_reduce(buf.data(), buf.data(), 10, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
     c.all_reduce(buf.data(), buf.data(), count, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
   } catch (const dt::Error& e) {
-    report(std::string("error ") + dt::error_code_name(e.code()) + ": " + e.what());
-    report("after " + std::to_string(since(t0)) + " s");
+    report_error(e, t0);
     // The group is unusable now: later calls fail at once instead of hanging.
     try {
       c.barrier()->wait(std::chrono::seconds(5));
@@ -99,8 +103,7 @@ int scenario_mismatch_kind(dt::Communicator& c) {
     else
       c.reduce_scatter(a.data(), b.data(), 4, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
   } catch (const dt::Error& e) {
-    report(std::string("error ") + dt::error_code_name(e.code()) + ": " + e.what());
-    report("after " + std::to_string(since(t0)) + " s");
+    report_error(e, t0);
     return 0;
   }
   report("no error");
