@@ -130,6 +130,22 @@ Shape local_shape(const Shape& global, const MeshShape& mesh, const ShardingSpec
   return shape;
 }
 
+std::vector<int64_t> group_member_sizes(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
+                                        std::vector<int64_t> coord, int64_t mesh_dim, int64_t tensor_dim) {
+  check_layout_args(global, mesh, spec);
+  check_coord(mesh, coord);
+  DT_CHECK_ARG(mesh_dim >= 0 && mesh_dim < mesh.ndim(), "group_member_sizes: mesh dim ", mesh_dim,
+               " is out of range for mesh ", mesh);
+  DT_CHECK_ARG(tensor_dim >= 0 && tensor_dim < int64_t(global.size()), "group_member_sizes: tensor dim ", tensor_dim,
+               " is out of range for shape ", shape_str(global));
+  std::vector<int64_t> sizes(size_t(mesh.size(mesh_dim)));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    coord[size_t(mesh_dim)] = int64_t(i);
+    sizes[i] = single_range(global[size_t(tensor_dim)], tensor_dim, mesh, spec, coord).size();
+  }
+  return sizes;
+}
+
 Shape global_offset(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
                     const std::vector<int64_t>& coord) {
   return local_layout(global, mesh, spec, coord).offset;

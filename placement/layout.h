@@ -57,6 +57,11 @@ LocalLayout local_layout(const Shape& global, const MeshShape& mesh, const Shard
 LocalLayout local_layout_of_rank(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec, int64_t rank);
 Shape local_shape(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
                   const std::vector<int64_t>& coord);
+// The sizes along `tensor_dim` of the blocks of the group along `mesh_dim` through `coord`: entry i is what
+// local_shape(...)[tensor_dim] is at coord with coord[mesh_dim] = i (one validation, no shape per member: this runs
+// on every redistribution step).
+std::vector<int64_t> group_member_sizes(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
+                                        std::vector<int64_t> coord, int64_t mesh_dim, int64_t tensor_dim);
 Shape global_offset(const Shape& global, const MeshShape& mesh, const ShardingSpec& spec,
                     const std::vector<int64_t>& coord);
 // The per-dim ranges of the block at coord (one range per dim, possibly empty).

@@ -19,17 +19,25 @@ bool AllGatherTransition::is_suitable(const PlanStep& step) const { return step.
 PendingStep AllGatherTransition::start(const StepContext& c) const {
   const int64_t d = c.step.from_tensor_dim, k = c.group_size();
   const Tensor& in = c.input;
-  const Shape out_shape = c.output_shape();
-  std::vector<int64_t> sizes(static_cast<size_t>(k));
-  for (int64_t i = 0; i < k; ++i) sizes[size_t(i)] = c.member_shape_before(i)[size_t(d)];
+  const std::vector<int64_t> sizes = c.member_sizes_before(d);
   const int64_t chunk = sizes[0];
   DT_ASSERT(in.size(d) == sizes[size_t(c.my_index())], "local block does not match the layout");
+  // The group's blocks are consecutive ranges along d: the output is the input with d widened to their sum.
+  Shape out_shape = in.shape();
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  out_shape[size_t(d)] = total;
 
   const bool direct = leading_dims_trivial(in.shape(), d);
+  if (direct && total == chunk * k) {  // Note [gather into the output], every block full: no padding at all
+    Tensor out = Tensor::empty(out_shape, in.dtype(), in.device());
+    WorkPtr work = c.comm()->all_gather(in, out);
+    return {work, [out]() { return out; }};
+  }
   if (!direct && c.comm()->supports_views(in.device())) {
     Tensor out = Tensor::empty(out_shape, in.dtype(), in.device());
     WorkPtr work = c.comm()->all_gather_views(kernels::view_of(in), slice_views(out, d, sizes), in.device());
-    return {work, [in, out]() { return out; }};
+    return {work, [out]() { return out; }};
   }
 
   Shape block = in.shape();  // every member's block padded to the chunk size along d
@@ -43,7 +51,9 @@ PendingStep AllGatherTransition::start(const StepContext& c) const {
   }
   Tensor recv = Tensor::empty(recv_shape, in.dtype(), in.device());
   WorkPtr work = c.comm()->all_gather(send, recv);
-  auto finish = [send, recv, sizes, out_shape, d, k, chunk, direct]() -> Tensor {
+  // The input outlives the step (the plan's runner holds it); a padded copy must be kept alive here.
+  auto finish = [send = in.size(d) != chunk ? send : Tensor(), recv, sizes, out_shape, d, k, chunk,
+                 direct]() -> Tensor {
     if (direct) {  // Note [gather into the output]
       Shape flat = front_shape(out_shape, d, chunk * k);
       return recv.view(flat).narrow(0, 0, out_shape[size_t(d)]).view(out_shape);

@@ -46,19 +46,23 @@ bool AllToAllTransition::is_suitable(const PlanStep& step) const { return step.k
 PendingStep AllToAllTransition::start(const StepContext& c) const {
   const int64_t i = c.step.from_tensor_dim, j = c.step.to_tensor_dim, k = c.group_size();
   const Tensor& in = c.input;
-  std::vector<int64_t> a(static_cast<size_t>(k)), b(a), a_off(a), b_off(a);
-  for (int64_t p = 0; p < k; ++p) {
-    a[size_t(p)] = c.member_shape_before(p)[size_t(i)];
-    b[size_t(p)] = c.member_shape_after(p)[size_t(j)];
-    a_off[size_t(p)] = p ? a_off[size_t(p - 1)] + a[size_t(p - 1)] : 0;
-    b_off[size_t(p)] = p ? b_off[size_t(p - 1)] + b[size_t(p - 1)] : 0;
-  }
-  Tensor out = Tensor::empty(c.output_shape(), in.dtype(), in.device());
+  const std::vector<int64_t> a = c.member_sizes_before(i), b = c.member_sizes_after(j);
+  // The output: dim i widened to the group's whole range, dim j narrowed to this member's chunk.
+  Shape out_shape = in.shape();
+  out_shape[size_t(i)] = 0;
+  for (int64_t s : a) out_shape[size_t(i)] += s;
+  out_shape[size_t(j)] = b[size_t(c.my_index())];
+  Tensor out = Tensor::empty(out_shape, in.dtype(), in.device());
   // Every member must take the same path: contiguity of the blocks differs per member (an empty or one-row shard is
   // contiguous where the others are not), so views are used whenever the communicator takes them.
   if (c.comm()->supports_views(in.device())) {
     WorkPtr work = c.comm()->all_to_all_views(slice_views(in, j, b), slice_views(out, i, a), in.device());
-    return {work, [in, out]() { return out; }};
+    return {work, [out]() { return out; }};  // the plan's runner keeps the input alive
+  }
+  std::vector<int64_t> a_off(a.size()), b_off(b.size());
+  for (size_t p = 1; p < a.size(); ++p) {
+    a_off[p] = a_off[p - 1] + a[p - 1];
+    b_off[p] = b_off[p - 1] + b[p - 1];
   }
   Blocks send = blocks_of(in, j, b_off, b);
   Blocks recv = blocks_of(out, i, a_off, a);

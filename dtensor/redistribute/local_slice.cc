@@ -7,11 +7,13 @@ bool LocalSliceTransition::is_suitable(const PlanStep& step) const { return step
 
 PendingStep LocalSliceTransition::start(const StepContext& c) const {
   const int64_t d = c.step.to_tensor_dim, me = c.my_index();
+  const std::vector<int64_t> sizes = c.member_sizes_after(d);
   int64_t off = 0;
-  for (int64_t i = 0; i < me; ++i) off += c.member_shape_after(i)[size_t(d)];
+  for (int64_t i = 0; i < me; ++i) off += sizes[size_t(i)];
   // Own the block (a copy, not a view): later in-place updates of either tensor stay separate.
-  Tensor out = Tensor::empty(c.output_shape(), c.input.dtype(), c.input.device());
-  copy_into(out, c.input.narrow(d, off, c.output_shape()[size_t(d)]));
+  const Tensor mine = c.input.narrow(d, off, sizes[size_t(me)]);
+  Tensor out = Tensor::empty(mine.shape(), c.input.dtype(), c.input.device());
+  copy_into(out, mine);
   return {nullptr, [out]() { return out; }};
 }
 

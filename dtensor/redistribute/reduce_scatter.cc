@@ -15,11 +15,12 @@ bool ReduceScatterTransition::is_suitable(const PlanStep& step) const {
 PendingStep ReduceScatterTransition::start(const StepContext& c) const {
   const int64_t d = c.step.to_tensor_dim, k = c.group_size(), me = c.my_index();
   const Tensor& in = c.input;
-  const Shape out_shape = c.output_shape();
-  std::vector<int64_t> sizes(static_cast<size_t>(k));
+  const std::vector<int64_t> sizes = c.member_sizes_after(d);
   int64_t total = 0;
-  for (int64_t i = 0; i < k; ++i) total += sizes[size_t(i)] = c.member_shape_after(i)[size_t(d)];
+  for (int64_t s : sizes) total += s;
   DT_ASSERT(total == in.size(d), "reduce_scatter input does not cover the chunks");
+  Shape out_shape = in.shape();  // the input with d narrowed to this member's chunk
+  out_shape[size_t(d)] = sizes[size_t(me)];
   const int64_t chunk = sizes[0];
   ReduceOp op = std::get<Partial>(c.step.from).op;
 
@@ -46,7 +47,9 @@ PendingStep ReduceScatterTransition::start(const StepContext& c) const {
   Tensor recv = Tensor::empty(block, in.dtype(), in.device());
   WorkPtr work = c.comm()->reduce_scatter(send.view({send.numel()}), recv, op);
   const int64_t mine = sizes[size_t(me)];
-  auto finish = [send, recv, out_shape, d, mine, chunk, direct]() -> Tensor {
+  // The input outlives the step (the plan's runner holds it); a padded copy must be kept alive here.
+  auto finish = [send = send.data_ptr() == in.data_ptr() ? Tensor() : send, recv, out_shape, d, mine, chunk,
+                 direct]() -> Tensor {
     if (mine == chunk) return recv;
     if (direct) return recv.narrow(d, 0, mine);  // a prefix of the chunk's memory: contiguous, no copy
     Tensor out = Tensor::empty(out_shape, recv.dtype(), recv.device());

@@ -17,6 +17,12 @@ Shape member_shape(const StepContext& c, const ShardingSpec& spec, int64_t i) {
 
 Shape StepContext::member_shape_before(int64_t i) const { return member_shape(*this, step.before, i); }
 Shape StepContext::member_shape_after(int64_t i) const { return member_shape(*this, step.after, i); }
+std::vector<int64_t> StepContext::member_sizes_before(int64_t d) const {
+  return group_member_sizes(global, mesh.shape(), step.before, mesh.coordinate(), step.mesh_dim, d);
+}
+std::vector<int64_t> StepContext::member_sizes_after(int64_t d) const {
+  return group_member_sizes(global, mesh.shape(), step.after, mesh.coordinate(), step.mesh_dim, d);
+}
 
 Tensor dim_to_front(const Tensor& t, int64_t d) {
   std::vector<int64_t> perm{d};

@@ -28,6 +28,9 @@ struct StepContext {
   // The local shape that group member i (this rank's coordinate with mesh_dim = i) holds before / after the step.
   Shape member_shape_before(int64_t i) const;
   Shape member_shape_after(int64_t i) const;
+  // Every member's size along tensor dim d before / after the step (placement/layout.h group_member_sizes).
+  std::vector<int64_t> member_sizes_before(int64_t d) const;
+  std::vector<int64_t> member_sizes_after(int64_t d) const;
   Shape output_shape() const { return member_shape_after(my_index()); }
 };
 

@@ -165,6 +165,13 @@ void check_config(const Shape& global, const MeshShape& mesh, const ShardingSpec
           for (int64_t x = rg.begin; x < rg.end; ++x) got.insert(x);
         }
         ASSERT_EQ(got, expect) << "group along mesh dim " << m << " spec " << spec << " mesh " << mesh << " dim " << d;
+        // group_member_sizes: member i's size along d, from any coordinate of the group.
+        std::vector<int64_t> want;
+        for (int64_t r : mesh.ranks_along(m, coords[ci])) want.push_back(layouts[static_cast<size_t>(r)].shape[d]);
+        std::vector<int64_t> from = coords[ci];
+        from[static_cast<size_t>(m)] = mesh.sizes()[static_cast<size_t>(m)] - 1;
+        ASSERT_EQ(group_member_sizes(global, mesh, spec, from, m, static_cast<int64_t>(d)), want)
+            << "member sizes along mesh dim " << m << " spec " << spec << " mesh " << mesh << " dim " << d;
       }
     }
   }
@@ -290,6 +297,8 @@ TEST(Layout, ValidationErrors) {
   EXPECT_THROW(local_layout({-1}, mesh, ShardingSpec::parse("S(0),R"), {0, 0}), InvalidArgument);
   EXPECT_THROW(local_layout_of_rank({4}, mesh, ShardingSpec::parse("S(0),R"), 6), InvalidArgument);
   EXPECT_THROW(group_ranges({4}, mesh, ShardingSpec::parse("S(0),R"), {0, 0}, {2}), InvalidArgument);
+  EXPECT_THROW(group_member_sizes({4}, mesh, ShardingSpec::parse("S(0),R"), {0, 0}, 2, 0), InvalidArgument);
+  EXPECT_THROW(group_member_sizes({4}, mesh, ShardingSpec::parse("S(0),R"), {0, 0}, 0, 1), InvalidArgument);
 }
 
 }  // namespace
