@@ -28,12 +28,22 @@ void PlanRun::issue(size_t i) {
 
 bool PlanRun::in_flight_completed() const { return !has_pending_ || !pending_.work || pending_.work->is_completed(); }
 
+PlanRun::~PlanRun() {
+  if (!has_pending_) return;
+  try {
+    finish();
+  } catch (const std::exception& e) {
+    DT_LOG_WARN("a redistribution dropped before wait() failed: ", e.what());
+  }
+}
+
 Tensor PlanRun::finish() {
   while (has_pending_) {
-    if (pending_.work) pending_.work->wait();
-    current_ = pending_.finish();
+    // Off the run before waiting: a step whose wait throws is over (failed), and is not finished twice.
+    PendingStep step = std::move(pending_);
     has_pending_ = false;
-    pending_ = {};
+    if (step.work) step.work->wait();
+    current_ = step.finish();
     if (next_ < plan_->steps.size()) issue(next_);
   }
   return current_;

@@ -11,6 +11,12 @@ namespace dt::redistribute {
 class PlanRun {
  public:
   PlanRun(DeviceMesh mesh, Shape global, const Plan& plan, Tensor input);
+  // A run dropped before it finished (a RedistributeHandle never waited on) still finishes: its collective reads the
+  // input and writes the output until it completes, and every member must take part in every step. Errors are
+  // logged (nobody is left to see them).
+  ~PlanRun();
+  PlanRun(const PlanRun&) = delete;
+  PlanRun& operator=(const PlanRun&) = delete;
   bool in_flight_completed() const;
   Tensor finish();
 

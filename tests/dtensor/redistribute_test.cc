@@ -187,6 +187,23 @@ TEST(Redistribute, AsyncHandleYieldsTheSameResult) {
   EXPECT_EQ(ok.load(), 2);
 }
 
+TEST(Redistribute, DroppedAsyncHandleStillCompletesEveryStep) {
+  // A handle dropped without wait() finishes its plan (two all-gathers here) before its buffers are released, so
+  // the ranks stay in step and the next redistribution is exact.
+  Tensor full = testing::case_tensor({9, 7}, DType::f32, 11);
+  std::atomic<int> ok{0};
+  run_threads(4, [&](CommunicatorPtr world) {
+    DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 2});
+    DTensor x = distribute_tensor(full, mesh, {Shard{0}, Shard{1}});
+    CommCounter counter(mesh);
+    { RedistributeHandle h = x.redistribute_async({Replicate{}, Replicate{}}); }
+    const int64_t gathers = counter.count(CollectiveKind::kAllGather, 0) + counter.count(CollectiveKind::kAllGather, 1);
+    DTensor y = x.redistribute({Shard{1}, Shard{0}});
+    if (gathers == 2 && equal(y.full_tensor(), full)) ++ok;
+  });
+  EXPECT_EQ(ok.load(), 4);
+}
+
 TEST(Redistribute, ShardZeroGatherWritesStraightIntoTheOutput) {
   // S(0) -> R with a contiguous block is one all-gather and nothing else: the result views the gather buffer.
   run_threads(3, [&](CommunicatorPtr world) {
