@@ -7,16 +7,6 @@
 
 namespace dt::redistribute {
 
-namespace {
-Shape member_shape(const StepContext& c, const ShardingSpec& spec, int64_t i) {
-  std::vector<int64_t> coord = c.mesh.coordinate();
-  coord[size_t(c.step.mesh_dim)] = i;
-  return local_shape(c.global, c.mesh.shape(), spec, coord);
-}
-}  // namespace
-
-Shape StepContext::member_shape_before(int64_t i) const { return member_shape(*this, step.before, i); }
-Shape StepContext::member_shape_after(int64_t i) const { return member_shape(*this, step.after, i); }
 std::vector<int64_t> StepContext::member_sizes_before(int64_t d) const {
   return group_member_sizes(global, mesh.shape(), step.before, mesh.coordinate(), step.mesh_dim, d);
 }

@@ -25,13 +25,10 @@ struct StepContext {
   int64_t group_size() const { return mesh.size(step.mesh_dim); }
   int64_t my_index() const { return mesh.coordinate()[size_t(step.mesh_dim)]; }
   const CommunicatorPtr& comm() const { return mesh.comm(step.mesh_dim); }
-  // The local shape that group member i (this rank's coordinate with mesh_dim = i) holds before / after the step.
-  Shape member_shape_before(int64_t i) const;
-  Shape member_shape_after(int64_t i) const;
-  // Every member's size along tensor dim d before / after the step (placement/layout.h group_member_sizes).
+  // Every member's size along tensor dim d before / after the step (member i: this rank's coordinate with
+  // mesh_dim = i; placement/layout.h group_member_sizes). The other dims do not change within a group.
   std::vector<int64_t> member_sizes_before(int64_t d) const;
   std::vector<int64_t> member_sizes_after(int64_t d) const;
-  Shape output_shape() const { return member_shape_after(my_index()); }
 };
 
 struct PendingStep {
