@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/allocator.h"
 #include "core/tensor.h"
 
@@ -42,6 +44,17 @@ TEST(Allocator, PoolReusesBlocks) {
   a.deallocate(q, 37 * mib - 5);
   EXPECT_GE(a.peak_allocated_bytes(), 37 * mib);
   EXPECT_EQ(a.allocate(0), nullptr);
+}
+
+TEST(Allocator, PoolHandsOutTheBlockFreedLast) {
+  // Several cached blocks of one size: the one freed last comes back first (it is the one still in cache).
+  Allocator& a = allocator_for(Device::cpu());
+  const size_t bytes = (size_t(3) << 20) + 12345;
+  std::vector<void*> blocks;
+  for (int i = 0; i < 4; ++i) blocks.push_back(a.allocate(bytes));
+  for (void* p : blocks) a.deallocate(p, bytes);
+  for (int i = 3; i >= 0; --i) EXPECT_EQ(a.allocate(bytes), blocks[size_t(i)]);
+  for (void* p : blocks) a.deallocate(p, bytes);
 }
 
 TEST(Device, ParsingAndAvailability) {
