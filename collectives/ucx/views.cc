@@ -303,6 +303,7 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
   for (int j = 0; j < n; ++j) recv_view[size_t(j)] = op.add_view(a.recv_views[size_t(j)]);
   auto sview = [&](int j) { return send_view[gather ? 0 : size_t(j)]; };
 
+  PairDesc* descs = nullptr;     // per peer j: this rank's descriptions (2j) and the peer's (2j + 1), one scratch
   void* packed_once = nullptr;  // all_gather packs its one block once for every packed peer
   int packed_once_task = -1;
   for (int s = 1; s < n; ++s) {
@@ -336,10 +337,11 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
     }
     if (!in_direct && !out_direct) continue;
     // Direct directions: one description each way for both, the copies, one "done" each way after them.
-    auto* mine = static_cast<PairDesc*>(op.scratch(sizeof(PairDesc)));
+    if (descs == nullptr) descs = static_cast<PairDesc*>(op.scratch(int64_t(sizeof(PairDesc)) * 2 * n));
+    PairDesc* mine = &descs[2 * j];
+    PairDesc* theirs = &descs[2 * j + 1];
     mine->send = describe_view(out);
     mine->recv = describe_view(in);
-    auto* theirs = static_cast<PairDesc*>(op.scratch(sizeof(PairDesc)));
     const int got = op.recv(j, kDescSlot, theirs, sizeof(PairDesc));
     op.recv(j, kDoneSlot, nullptr, 0);
     op.send(j, kDescSlot, mine, sizeof(PairDesc));
