@@ -37,6 +37,9 @@ if [ -z "$only" ] || [ "$only" = redistribute ]; then
   if [ -x "$build/bench/redistribute" ]; then
     for n in $ranks_list; do
       echo "== bench/redistribute, $n ranks" >&2
+      if [ "$n" -gt "$(nproc)" ]; then
+        echo "   ($n ranks on $(nproc) cores: ranks share cores, so both columns include waiting for the scheduler)" >&2
+      fi
       "$build/tools/dtrun" --nproc-per-node "$n" "$build/bench/redistribute" "${DT_BENCH_REDIST_SAMPLES:-25}"
     done
   fi
