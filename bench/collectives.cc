@@ -11,6 +11,8 @@
 // (nccl-tests' formulas). A sample = barrier; `inner` back-to-back ops (each waited); time = max over ranks / inner.
 // Median of `samples` samples after `warmup` untimed ops; results are checked once after warm-up.
 // all_gather_inplace: the input already sits in this rank's slot of the output (FSDP's copy-in).
+// DT_BENCH_BUFFERS=pool takes the buffers from dtensor's host pool instead of malloc (see BenchAlloc); its rows say
+// "impl":"dtensor-ucx-pool".
 //
 // Output on rank 0: a readable table on stderr and one JSON line per (op, size) on stdout:
 //   {"impl":"dtensor-ucx","op":"all_gather","ranks":2,"bytes":S,"time_us":..,"algbw_gbs":..,"busbw_gbs":..,"ok":true}
@@ -20,14 +22,45 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "collectives/ucx/ucx_communicator.h"
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace {
+
+// The buffers' memory: malloc, as the OpenMPI reference has it (default), or dtensor's host pool, as tensors get it
+// (DT_BENCH_BUFFERS=pool: large blocks on huge pages, Note [Huge pages for large host blocks] in core/allocator.cc).
+template <class T>
+struct BenchAlloc {
+  using value_type = T;
+  BenchAlloc() = default;
+  template <class U>
+  BenchAlloc(const BenchAlloc<U>&) {}
+  static bool pool() {
+    static const bool p = [] {
+      const char* e = std::getenv("DT_BENCH_BUFFERS");
+      return e != nullptr && std::strcmp(e, "pool") == 0;
+    }();
+    return p;
+  }
+  T* allocate(size_t n) {
+    void* p = pool() ? dt::allocator_for(dt::Device::cpu()).allocate(n * sizeof(T)) : std::malloc(n * sizeof(T));
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) {
+    if (pool())
+      dt::allocator_for(dt::Device::cpu()).deallocate(p, n * sizeof(T));
+    else
+      std::free(p);
+  }
+  bool operator==(const BenchAlloc&) const { return true; }
+};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -67,7 +100,7 @@ int run(int argc, char** argv) {
       if (cnt % size_t(n)) continue;
       const bool ag = op == "all_gather" || op == "all_gather_inplace";
       const size_t recv = ag ? cnt * size_t(n) : op == "reduce_scatter" ? cnt / size_t(n) : cnt;
-      std::vector<float> sbuf(cnt), rbuf(std::max<size_t>(recv, 1), -1.0f);
+      std::vector<float, BenchAlloc<float>> sbuf(cnt), rbuf(std::max<size_t>(recv, 1), -1.0f);
       for (size_t i = 0; i < cnt; ++i) sbuf[i] = float((rank + 1) + int(i % 7));
       float* send = sbuf.data();
       if (op == "all_gather_inplace") {
@@ -133,9 +166,9 @@ int run(int argc, char** argv) {
       const double busf = op == "all_reduce" ? 2.0 * (n - 1) / n : op == "broadcast" ? 1.0 : double(n - 1) / n;
       if (rank == 0) {
         std::printf(
-            "{\"impl\":\"dtensor-ucx\",\"op\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbs\":%.3f,"
+            "{\"impl\":\"%s\",\"op\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbs\":%.3f,"
             "\"busbw_gbs\":%.3f,\"ok\":%s}\n",
-            op.c_str(), n, S, t * 1e6, alg / t / 1e9, alg / t / 1e9 * busf, allok ? "true" : "false");
+            BenchAlloc<float>::pool() ? "dtensor-ucx-pool" : "dtensor-ucx", op.c_str(), n, S, t * 1e6, alg / t / 1e9, alg / t / 1e9 * busf, allok ? "true" : "false");
         std::fflush(stdout);
         std::fprintf(stderr, "%-20s %5d %10zu %12.2f %10.3f %10.3f %4s\n", op.c_str(), n, S, t * 1e6, alg / t / 1e9,
                      alg / t / 1e9 * busf, allok ? "yes" : "NO");
