@@ -46,11 +46,11 @@ size_t max_cached_bytes() {
 // Host blocks of 2 MiB and more start on a 2 MiB boundary, and their whole 2 MiB pages are marked for transparent
 // huge pages (madvise; this host's THP mode is "madvise", as on most distributions, so nothing else gets them).
 // Collectives between processes copy with process_vm_readv/writev, and the kernel pins every remote page of a copy:
-// per 4 KiB page that is a large part of the copy's cost, per 2 MiB page it is nothing. Measured on 2 ranks with
-// buffers marked this way against plain malloc: all_gather 1 MiB 171-189 -> 133-144 us, 64 MiB 21-22 -> 17 ms,
-// all_to_all 64 MiB 11.0 -> 8.5-9.0 ms, reduce_scatter 64 MiB 12.6-13.8 -> 9.7-10.9 ms. Only whole huge pages
-// inside the block are marked, so a block never holds more memory than it asked for (the alignment costs address
-// space only). DT_HUGE_PAGES=0 turns it off.
+// per 4 KiB page that is a large part of the copy's cost, per 2 MiB page it is nothing. Measured on 2 ranks
+// (bench/collectives, DT_BENCH_BUFFERS=pool, with and without): all_gather 64 MiB 21-21.7 -> 16.4-16.7 ms,
+// all_to_all 64 MiB 10.9-11.2 -> 8.7-8.8 ms, reduce_scatter 64 MiB 12.6-13.3 -> 10.3 ms, all_reduce 64 MiB
+// 16.7 -> 13.0 ms, all_gather_inplace 16 MiB 1.7 -> 1.3 ms. Only whole huge pages inside the block are marked, so
+// a block never holds more memory than it asked for (the alignment costs address // space only). DT_HUGE_PAGES=0 turns it off.
 constexpr size_t kHugePage = size_t(2) << 20;
 
 bool huge_pages_enabled() {
