@@ -1,5 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "core/allocator.h"
@@ -55,6 +61,51 @@ TEST(Allocator, PoolHandsOutTheBlockFreedLast) {
   for (void* p : blocks) a.deallocate(p, bytes);
   for (int i = 3; i >= 0; --i) EXPECT_EQ(a.allocate(bytes), blocks[size_t(i)]);
   for (void* p : blocks) a.deallocate(p, bytes);
+}
+
+// The VmFlags line of /proc/self/smaps for the mapping that holds `p` ("" when not found).
+std::string vm_flags_of(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < line.find(' ')) {
+      inside = addr >= lo && addr < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST(Allocator, HostBlocksLieOnHugePages) {
+  // Note [Huge pages for host blocks]: small blocks are cut from 2 MiB slabs, large ones start on a 2 MiB boundary;
+  // both are advised for huge pages ("hg" in the mapping's VmFlags).
+  if (const char* e = std::getenv("DT_HUGE_PAGES"); e != nullptr && std::string(e) == "0") GTEST_SKIP();
+  Allocator& a = allocator_for(Device::cpu());
+  const size_t small = 96 << 10, large = (size_t(5) << 20) + 4096;
+  void* p = a.allocate(small);
+  void* q = a.allocate(small);
+  void* big = a.allocate(large);
+  const uintptr_t mask = ~uintptr_t((size_t(2) << 20) - 1);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) & mask, reinterpret_cast<uintptr_t>(q) & mask) << "one slab";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big) & ~mask, 0u) << "2 MiB aligned";
+  std::memset(p, 1, small);
+  std::memset(big, 1, large);
+  for (const void* block : {p, big}) {
+    const std::string flags = vm_flags_of(block);
+    ASSERT_FALSE(flags.empty()) << "no smaps entry for " << block;
+    EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+  }
+  // Slab blocks survive empty_cache(): the next block of the size still comes from the slab.
+  a.deallocate(q, small);
+  a.empty_cache();
+  void* r = a.allocate(small);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(r) & mask, reinterpret_cast<uintptr_t>(p) & mask);
+  a.deallocate(r, small);
+  a.deallocate(p, small);
+  a.deallocate(big, large);
 }
 
 TEST(Device, ParsingAndAvailability) {
