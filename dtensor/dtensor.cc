@@ -191,8 +191,8 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, std::vector<Placement> pla
 }
 
 struct RedistributeHandle::State {
-  std::unique_ptr<redistribute::PlanRun> run;
-  DTensor result_template;  // mesh, spec and shape of the result (local filled in by wait)
+  DTensor result_template;  // mesh, spec and shape of the result (local filled in by wait); outlives `run`
+  std::unique_ptr<redistribute::PlanRun> run;  // holds references into result_template: declared after it
   bool done = false;
   DTensor result;
 };
@@ -209,7 +209,8 @@ RedistributeHandle DTensor::redistribute_async(std::vector<Placement> placements
   } else {
     const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, spec);
     DT_LOG_DEBUG("redistribute_async ", shape_str(shape_), ": ", plan.to_string());
-    state->run = std::make_unique<redistribute::PlanRun>(mesh_, shape_, plan, local_);
+    const DTensor& t = state->result_template;  // outlives the run (both live in the state)
+    state->run = std::make_unique<redistribute::PlanRun>(t.mesh(), t.shape(), plan, local_);
   }
   return RedistributeHandle(state);
 }

@@ -5,8 +5,8 @@
 
 namespace dt::redistribute {
 
-PlanRun::PlanRun(DeviceMesh mesh, Shape global, const Plan& plan, Tensor input)
-    : mesh_(std::move(mesh)), global_(std::move(global)), plan_(&plan), current_(input.contiguous()) {
+PlanRun::PlanRun(const DeviceMesh& mesh, const Shape& global, const Plan& plan, Tensor input)
+    : mesh_(mesh), global_(global), plan_(&plan), current_(input.contiguous()) {
   if (!plan_->steps.empty()) issue(0);
 }
 
@@ -15,7 +15,7 @@ void PlanRun::issue(size_t i) {
   if (is_collective(step.kind) && mesh_.size(step.mesh_dim) == 1) {
     // A group of one: the collective is the identity (the local block does not change), so issue nothing.
     Tensor same = current_;
-    pending_ = PendingStep{nullptr, [same]() { return same; }};
+    pending_ = PendingStep{nullptr, [same]() mutable { return std::move(same); }};
     has_pending_ = true;
     next_ = i + 1;
     return;
@@ -46,7 +46,7 @@ Tensor PlanRun::finish() {
     current_ = step.finish();
     if (next_ < plan_->steps.size()) issue(next_);
   }
-  return current_;
+  return std::move(current_);
 }
 
 Tensor run_plan(const DeviceMesh& mesh, const Shape& global, const Plan& plan, const Tensor& input) {

@@ -10,7 +10,8 @@ namespace dt::redistribute {
 // A plan in progress: the first step is issued by start(); finish() completes it and runs the remaining steps.
 class PlanRun {
  public:
-  PlanRun(DeviceMesh mesh, Shape global, const Plan& plan, Tensor input);
+  // `mesh` and `global` must outlive the run (the DTensor being redistributed, or the handle's result template).
+  PlanRun(const DeviceMesh& mesh, const Shape& global, const Plan& plan, Tensor input);
   // A run dropped before it finished (a RedistributeHandle never waited on) still finishes: its collective reads the
   // input and writes the output until it completes, and every member must take part in every step. Errors are
   // logged (nobody is left to see them).
@@ -18,12 +19,13 @@ class PlanRun {
   PlanRun(const PlanRun&) = delete;
   PlanRun& operator=(const PlanRun&) = delete;
   bool in_flight_completed() const;
+  // Completes the run and hands its result over (call once).
   Tensor finish();
 
  private:
   void issue(size_t step_index);
-  DeviceMesh mesh_;
-  Shape global_;
+  const DeviceMesh& mesh_;
+  const Shape& global_;
   const Plan* plan_;  // owned by the process-wide plan cache
   Tensor current_;
   size_t next_ = 0;

@@ -33,7 +33,7 @@ struct StepContext {
 
 struct PendingStep {
   WorkPtr work;                  // null for local steps
-  std::function<Tensor()> finish;  // called after work->wait()
+  std::function<Tensor()> finish;  // called once, after work->wait() (it may move its result out)
 };
 
 class Transition {
