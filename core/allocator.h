@@ -15,7 +15,8 @@ class Allocator {
   virtual void* allocate(size_t nbytes) = 0;
   // Returns memory from allocate(nbytes) to the pool.
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
-  // Frees every cached block back to the system.
+  // Frees every cached block back to the system (except host blocks cut from huge-page slabs, which stay: Note
+  // [Huge pages for host blocks] in allocator.cc).
   virtual void empty_cache() = 0;
   // Bytes currently handed out (not counting the cache) and the peak since start.
   virtual size_t allocated_bytes() const = 0;
