@@ -178,7 +178,11 @@ DTensor DTensor::redistribute(const ShardingSpec& spec) const {
   if (!mesh_.is_member()) return DTensor(local_, mesh_, spec, shape_);
   const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, spec);
   DT_LOG_DEBUG("redistribute ", shape_str(shape_), " on ", mesh_.shape().to_string(), ": ", plan.to_string());
-  return DTensor(redistribute::run_plan(mesh_, shape_, plan, local_), mesh_, spec, shape_);
+  // The result is built before the collectives run, while this call's objects are in the cache (after a large copy
+  // they are not: the same code took twice as long there).
+  DTensor result(Tensor(), mesh_, spec, shape_);
+  result.local_ = redistribute::run_plan(mesh_, shape_, plan, local_);
+  return result;
 }
 
 DTensor DTensor::redistribute(const DeviceMesh& mesh, std::vector<Placement> placements,

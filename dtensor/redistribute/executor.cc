@@ -14,8 +14,7 @@ void PlanRun::issue(size_t i) {
   const PlanStep& step = plan_->steps[i];
   if (is_collective(step.kind) && mesh_.size(step.mesh_dim) == 1) {
     // A group of one: the collective is the identity (the local block does not change), so issue nothing.
-    Tensor same = current_;
-    pending_ = PendingStep{nullptr, [same]() mutable { return std::move(same); }};
+    pending_ = PendingStep{nullptr, {}, current_};
     has_pending_ = true;
     next_ = i + 1;
     return;
@@ -43,7 +42,7 @@ Tensor PlanRun::finish() {
     PendingStep step = std::move(pending_);
     has_pending_ = false;
     if (step.work) step.work->wait();
-    current_ = step.finish();
+    current_ = step.finish ? step.finish() : std::move(step.result);
     if (next_ < plan_->steps.size()) issue(next_);
   }
   return std::move(current_);

@@ -56,7 +56,7 @@ PendingStep ReduceScatterTransition::start(const StepContext& c) const {
     copy_into(out, recv.narrow(d, 0, mine));
     return out;
   };
-  return {work, finish};
+  return {work, finish, {}};
 }
 
 }  // namespace dt::redistribute

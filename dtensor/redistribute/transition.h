@@ -32,8 +32,9 @@ struct StepContext {
 };
 
 struct PendingStep {
-  WorkPtr work;                  // null for local steps
-  std::function<Tensor()> finish;  // called once, after work->wait() (it may move its result out)
+  WorkPtr work;                    // null for local steps
+  std::function<Tensor()> finish;  // called once, after work->wait() (it may move its result out); or empty and:
+  Tensor result;                   // the step's output, complete once the work is (no closure to call)
 };
 
 class Transition {
