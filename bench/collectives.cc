@@ -34,7 +34,7 @@
 namespace {
 
 // The buffers' memory: malloc, as the OpenMPI reference has it (default), or dtensor's host pool, as tensors get it
-// (DT_BENCH_BUFFERS=pool: large blocks on huge pages, Note [Huge pages for large host blocks] in core/allocator.cc).
+// (DT_BENCH_BUFFERS=pool: huge pages, Note [Huge pages for host blocks] in core/allocator.cc).
 template <class T>
 struct BenchAlloc {
   using value_type = T;
@@ -168,7 +168,8 @@ int run(int argc, char** argv) {
         std::printf(
             "{\"impl\":\"%s\",\"op\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbs\":%.3f,"
             "\"busbw_gbs\":%.3f,\"ok\":%s}\n",
-            BenchAlloc<float>::pool() ? "dtensor-ucx-pool" : "dtensor-ucx", op.c_str(), n, S, t * 1e6, alg / t / 1e9, alg / t / 1e9 * busf, allok ? "true" : "false");
+            BenchAlloc<float>::pool() ? "dtensor-ucx-pool" : "dtensor-ucx", op.c_str(), n, S, t * 1e6, alg / t / 1e9,
+            alg / t / 1e9 * busf, allok ? "true" : "false");
         std::fflush(stdout);
         std::fprintf(stderr, "%-20s %5d %10zu %12.2f %10.3f %10.3f %4s\n", op.c_str(), n, S, t * 1e6, alg / t / 1e9,
                      alg / t / 1e9 * busf, allok ? "yes" : "NO");
