@@ -303,7 +303,7 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
   for (int j = 0; j < n; ++j) recv_view[size_t(j)] = op.add_view(a.recv_views[size_t(j)]);
   auto sview = [&](int j) { return send_view[gather ? 0 : size_t(j)]; };
 
-  PairDesc* descs = nullptr;     // per peer j: this rank's descriptions (2j) and the peer's (2j + 1), one scratch
+  PairDesc* descs = nullptr;    // per peer j: this rank's descriptions (2j) and the peer's (2j + 1), one scratch
   void* packed_once = nullptr;  // all_gather packs its one block once for every packed peer
   int packed_once_task = -1;
   for (int s = 1; s < n; ++s) {
