@@ -83,6 +83,7 @@ TEST(Allocator, HostBlocksLieOnHugePages) {
   // Note [Huge pages for host blocks]: small blocks are cut from 2 MiB slabs, large ones start on a 2 MiB boundary;
   // both are advised for huge pages ("hg" in the mapping's VmFlags).
   if (const char* e = std::getenv("DT_HUGE_PAGES"); e != nullptr && std::string(e) == "0") GTEST_SKIP();
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "kernel without THP";
   Allocator& a = allocator_for(Device::cpu());
   const size_t small = 96 << 10, large = (size_t(5) << 20) + 4096;
   void* p = a.allocate(small);
