@@ -399,29 +399,21 @@ bool UcxOp::advance(Clock::time_point now) {
           run_view_copy(*this, t);
           break;
         case TaskType::kRun:
+        case TaskType::kTransferView:  // both may copy from or to a peer's memory
           poll_network();
           try {
-            runs_[size_t(t.n)]();
+            if (t.type == TaskType::kRun)
+              runs_[size_t(t.n)]();
+            else
+              ucx::transfer_view(*worker_, *comm_, t.peer, *static_cast<const ViewDesc*>(t.src),
+                                 views_[size_t(t.view)], t.n != 0);
           } catch (const Error& e) {
             fail(e.code(), e.what());
             return true;
           }
-          // A peer that died under a copy of the function left zeros: fail before anything depends on them.
+          // A peer that died under a copy left zeros: fail before anything depends on them.
           if (worker_->handle_cma_failures_locked() && finished_) return true;
           break;
-        case TaskType::kTransferView: {
-          poll_network();
-          try {
-            ucx::transfer_view(*worker_, *comm_, t.peer, *static_cast<const ViewDesc*>(t.src), views_[size_t(t.view)],
-                          t.n != 0);
-          } catch (const Error& e) {
-            fail(e.code(), e.what());
-            return true;
-          }
-          // A peer that died under the copy left zeros: fail before anything depends on them.
-          if (worker_->handle_cma_failures_locked() && finished_) return true;
-          break;
-        }
       }
       complete(t);
     }
