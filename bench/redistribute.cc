@@ -55,7 +55,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Rank 0's single-process reference: copying `bytes` into rows of `run` bytes at a stride of `row` bytes (the layout of one block of a dim-1 gather), against one contiguous memcpy.
+// Rank 0's single-process reference: copying `bytes` into rows of `run` bytes at a stride of `row` bytes (the layout of
+// one block of a dim-1 gather), against one contiguous memcpy.
 double layout_floor(int64_t bytes, int64_t run, int64_t row, int samples) {
   std::vector<char> src(size_t(bytes), 1), dst(size_t(bytes) * size_t(row / run), 2);
   auto best = [&](const std::function<void()>& fn) {

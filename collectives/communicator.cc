@@ -129,14 +129,14 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
     DT_CHECK_ARG(a.count == 0 || p != nullptr, what(), ": ", name, " buffer is null");
   };
   if (a.has_views()) {
-    DT_CHECK_ARG(comm.supports_views(a.device), what(), ": strided views on ", a.device,
-                 " are not supported by the ", comm.backend_name(), " backend (stage into contiguous buffers)");
+    DT_CHECK_ARG(comm.supports_views(a.device), what(), ": strided views on ", a.device, " are not supported by the ",
+                 comm.backend_name(), " backend (stage into contiguous buffers)");
     const size_t want_send = a.kind == CollectiveKind::kAllGather ? 1 : size_t(n);
     DT_CHECK_ARG(a.kind == CollectiveKind::kAllGather || a.kind == CollectiveKind::kAllToAllV, what(),
                  ": strided views are for all_gather and all_to_all only");
     DT_CHECK_ARG(a.send_views.size() == want_send && a.recv_views.size() == size_t(n), what(), ": got ",
-                 a.send_views.size(), " send and ", a.recv_views.size(), " recv views, expected ", want_send,
-                 " and ", n);
+                 a.send_views.size(), " send and ", a.recv_views.size(), " recv views, expected ", want_send, " and ",
+                 n);
     for (size_t j = 0; j < a.send_views.size(); ++j) {
       kernels::check_view(a.send_views[j], "send view");
       DT_CHECK_ARG(a.send_views[j].dtype == a.dtype, what(), ": send view ", j, " is ",
@@ -198,10 +198,11 @@ WorkPtr Communicator::submit(const CollectiveArgs& args) {
     // Every rank contributes its signature; all must agree (all_to_allv counts differ per rank by design).
     constexpr int kFields = 6;
     const int n = size();
-    Tensor mine = Tensor::from_data<int64_t>(
-        {int64_t(sequence_), int64_t(args.kind), args.kind == CollectiveKind::kAllToAllV || args.has_views() ? 0 : args.count,
-         int64_t(args.dtype), int64_t(args.op), int64_t(args.root)},
-        {kFields});
+    Tensor mine =
+        Tensor::from_data<int64_t>({int64_t(sequence_), int64_t(args.kind),
+                                    args.kind == CollectiveKind::kAllToAllV || args.has_views() ? 0 : args.count,
+                                    int64_t(args.dtype), int64_t(args.op), int64_t(args.root)},
+                                   {kFields});
     Tensor all = Tensor::empty({int64_t(n) * kFields}, DType::i64);
     Tensor dev_mine = mine.to(args.device), dev_all = all.to(args.device);
     CollectiveArgs sig;

@@ -13,8 +13,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
-#include "core/shape.h"
 #include "core/logging.h"
+#include "core/shape.h"
 
 #if defined(DT_WITH_CUDA)
 #include <cuda_runtime_api.h>

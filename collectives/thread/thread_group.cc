@@ -191,9 +191,9 @@ void ThreadGroup::on_all_arrived(Slot& slot) {
         int64_t sent = slot.ops[size_t(i)]->args.send_counts[size_t(j)];
         int64_t expected = slot.ops[size_t(j)]->args.recv_counts[size_t(i)];
         if (sent != expected) {
-          slot.mismatch = str_cat("mismatched ", collective_kind_name(first.args.kind), " counts on thread group '", name_, "', call #", slot.seq, ": ",
-                                  rank_label(i), " sends ", sent, " elements to ", rank_label(j), ", which expects ",
-                                  expected, " from it");
+          slot.mismatch = str_cat("mismatched ", collective_kind_name(first.args.kind), " counts on thread group '",
+                                  name_, "', call #", slot.seq, ": ", rank_label(i), " sends ", sent, " elements to ",
+                                  rank_label(j), ", which expects ", expected, " from it");
           return;
         }
       }

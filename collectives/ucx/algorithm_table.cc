@@ -71,7 +71,7 @@ struct Rule {
   int64_t max_bytes;  // the rule applies when bytes <= max_bytes (tuning-dependent limits are resolved below)
   Algorithm algorithm;
   bool pipelined;
-  int64_t min_bytes = 0;   // ... and bytes >= min_bytes (a negative minimum disables the rule)
+  int64_t min_bytes = 0;  // ... and bytes >= min_bytes (a negative minimum disables the rule)
   bool one_host = false;  // ... and every member lives on this host
 };
 }  // namespace
@@ -94,8 +94,7 @@ AlgorithmChoice select_algorithm(CollectiveKind kind, int64_t bytes, int group_s
       {CollectiveKind::kBarrier, kAny, Algorithm::kDissemination, false},
   };
   for (const Rule& r : rules)
-    if (r.kind == kind && bytes <= r.max_bytes && r.min_bytes >= 0 && bytes >= r.min_bytes &&
-        (!r.one_host || one_host))
+    if (r.kind == kind && bytes <= r.max_bytes && r.min_bytes >= 0 && bytes >= r.min_bytes && (!r.one_host || one_host))
       return {r.algorithm, r.pipelined ? t.chunk_bytes : 0};
   DT_ASSERT(false, "no UCX algorithm for ", collective_kind_name(kind));
   return {};

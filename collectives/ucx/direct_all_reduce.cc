@@ -46,8 +46,8 @@ void build_direct_all_reduce(UcxOp& op, int64_t chunk_bytes) {
   const int n = op.size(), r = op.rank();
   const size_t es = op.elem_size();
   auto* mine = static_cast<Buffers*>(op.scratch(sizeof(Buffers)));
-  *mine = Buffers{uint64_t(reinterpret_cast<uintptr_t>(a.send)), uint64_t(reinterpret_cast<uintptr_t>(a.recv)),
-                  a.count, int32_t(a.dtype), int32_t(a.op)};
+  *mine = Buffers{uint64_t(reinterpret_cast<uintptr_t>(a.send)), uint64_t(reinterpret_cast<uintptr_t>(a.recv)), a.count,
+                  int32_t(a.dtype), int32_t(a.op)};
   auto* theirs = static_cast<Buffers*>(op.scratch(int64_t(sizeof(Buffers)) * n));
   const algorithms::Blocks blocks(a.count, n);
   const int64_t piece = std::max<int64_t>(1, std::min<int64_t>(blocks.block, chunk_bytes / int64_t(es)));

@@ -405,8 +405,8 @@ bool UcxOp::advance(Clock::time_point now) {
             if (t.type == TaskType::kRun)
               runs_[size_t(t.n)]();
             else
-              ucx::transfer_view(*worker_, *comm_, t.peer, *static_cast<const ViewDesc*>(t.src),
-                                 views_[size_t(t.view)], t.n != 0);
+              ucx::transfer_view(*worker_, *comm_, t.peer, *static_cast<const ViewDesc*>(t.src), views_[size_t(t.view)],
+                                 t.n != 0);
           } catch (const Error& e) {
             fail(e.code(), e.what());
             return true;

@@ -36,9 +36,7 @@ class UcxOp;
 // kPack / kUnpack / kCopyView move strided views (args().send_views / recv_views) through kernels::pack/unpack/copy;
 // kTransferView copies between this rank's view and a peer's in the peer's memory (views.h, Note [Direct view reads]).
 // kRun runs a function of the algorithm (it may throw dt::Error, which fails the call).
-enum class TaskType : uint8_t {
-  kSend, kRecv, kReduce, kCopy, kDivide, kPack, kUnpack, kCopyView, kTransferView, kRun
-};
+enum class TaskType : uint8_t { kSend, kRecv, kReduce, kCopy, kDivide, kPack, kUnpack, kCopyView, kTransferView, kRun };
 
 struct Task {
   TaskType type = TaskType::kCopy;
@@ -49,7 +47,9 @@ struct Task {
   void* dst = nullptr;
   const void* src = nullptr;
   const void* src2 = nullptr;
-  int64_t n = 0;  // bytes for send / recv / copy, elements for reduce / divide
+  // bytes for send / recv / copy, elements for reduce / divide, the function's index for run, 1 when this rank sends
+  // for transfer_view
+  int64_t n = 0;
   int32_t view = -1, view2 = -1;  // view tasks: indices into the op's views (destination, source)
   int32_t deps = 0;
   int32_t succ_begin = 0, succ_end = 0;
@@ -106,9 +106,9 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   // Strided views: registered once, referred to by index.
   int add_view(const kernels::StridedView& v);
   const kernels::StridedView& view(int index) const { return views_[size_t(index)]; }
-  int pack(void* dst, int src_view);                // dst = the view's elements in row-major order
-  int unpack(int dst_view, const void* src);        // the view's elements = src
-  int copy_view(int dst_view, int src_view);        // same element count; row-major correspondence
+  int pack(void* dst, int src_view);          // dst = the view's elements in row-major order
+  int unpack(int dst_view, const void* src);  // the view's elements = src
+  int copy_view(int dst_view, int src_view);  // same element count; row-major correspondence
   // The direct move between view `mine` and `peer`'s view described by the ViewDesc at `desc` (received by an earlier
   // task); `i_send`: whether `mine` is the source (views.h).
   int transfer_view(int peer, const void* desc, int mine, bool i_send);

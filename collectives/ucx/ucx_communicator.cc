@@ -100,15 +100,14 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
     bytes = std::accumulate(a.send_counts.begin(), a.send_counts.end(), int64_t(0)) * int64_t(a.elem_size());
   // Nothing to move: every rank sees the same count (a mismatch of counts is the caller's error and surfaces as the
   // peers' deadline or length check).
-  const bool nothing =
-      (a.kind == CollectiveKind::kBarrier && st.size == 1) ||
-      (!p2p && a.kind != CollectiveKind::kBarrier && a.kind != CollectiveKind::kAllToAllV && !a.has_views() &&
-       a.count == 0);
+  const bool nothing = (a.kind == CollectiveKind::kBarrier && st.size == 1) ||
+                       (!p2p && a.kind != CollectiveKind::kBarrier && a.kind != CollectiveKind::kAllToAllV &&
+                        !a.has_views() && a.count == 0);
   if (nothing) return completed_work(desc());
 
-  const ucx::AlgorithmChoice choice =
-      a.has_views() ? ucx::AlgorithmChoice{ucx::Algorithm::kViews, 0}
-                    : ucx::select_algorithm(a.kind, bytes, st.size, st.one_host, st.tuning);
+  const ucx::AlgorithmChoice choice = a.has_views()
+                                          ? ucx::AlgorithmChoice{ucx::Algorithm::kViews, 0}
+                                          : ucx::select_algorithm(a.kind, bytes, st.size, st.one_host, st.tuning);
   auto op = std::make_shared<UcxOp>(&w, state_, a, seq, st.timeout, Clock::now());
   try {
     switch (choice.algorithm) {

@@ -13,8 +13,8 @@
 #include <sstream>
 
 #include "collectives/ucx/cma_guard.h"
-#include "collectives/ucx/views.h"
 #include "collectives/ucx/tag.h"
+#include "collectives/ucx/views.h"
 #include "core/logging.h"
 
 namespace dt::ucx {

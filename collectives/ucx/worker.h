@@ -166,7 +166,7 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // from 0.53 to 0.50 us): running_ owns every op that can be dirty, and op_done_locked, the only way out of
   // running_, removes a finishing op from these lists before anything can destroy it.
   std::vector<UcxOp*> dirty_;
-  std::vector<UcxOp*> dirty_batch_;  // advance_dirty_locked's batch (capacity reused)
+  std::vector<UcxOp*> dirty_batch_;                   // advance_dirty_locked's batch (capacity reused)
   std::vector<std::vector<UcxOp*>*> active_batches_;  // batches being advanced (a nested call has its own)
   std::vector<std::weak_ptr<CommState>> comms_;
   std::map<uint32_t, std::pair<int, std::string>> early_aborts_;  // comm id -> (global rank, text): see handle_abort

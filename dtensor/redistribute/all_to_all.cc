@@ -1,9 +1,10 @@
 // S(i) -> S(j) along one mesh dim: one all-to-all(v) with exact (unpadded) counts. Member p holds chunk p of i
 // (size a_p) and j's whole range; afterwards member q holds chunk q of j (size b_q) and i's whole range. The block
-// for q is in.narrow(j, chunk q) and the block from p lands in out.narrow(i, chunk p). When the communicator takes strided views (Note [Strided views] in
-// collectives/communicator.h) the blocks always move view to view with no staging; else each side is used in place
-// when all its blocks are contiguous in memory (S(0)->S(1) receives straight into the output, S(1)->S(0) sends
-// straight from the input) and otherwise packed into (or unpacked from) a staging buffer, one row copy.
+// for q is in.narrow(j, chunk q) and the block from p lands in out.narrow(i, chunk p). When the communicator takes
+// strided views (Note [Strided views] in collectives/communicator.h) the blocks always move view to view with no
+// staging; else each side is used in place when all its blocks are contiguous in memory (S(0)->S(1) receives straight
+// into the output, S(1)->S(0) sends straight from the input) and otherwise packed into (or unpacked from) a staging
+// buffer, one row copy.
 #include "dtensor/redistribute/transitions.h"
 #include "kernels/strided_view.h"
 

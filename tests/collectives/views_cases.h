@@ -65,8 +65,7 @@ inline int run_view_cases(Communicator& comm, uint64_t seed, int cases) {
   for (int c = 0; c < cases; ++c) {
     const DType dt = dtypes[rng() % 5];
     const bool big = rng() % 3 == 0;
-    Shape shape{int64_t(1 + rng() % (big ? 96 : 9)), int64_t(1 + rng() % (big ? 700 : 13)),
-                int64_t(1 + rng() % 3)};
+    Shape shape{int64_t(1 + rng() % (big ? 96 : 9)), int64_t(1 + rng() % (big ? 700 : 13)), int64_t(1 + rng() % 3)};
     const uint64_t data_seed = rng();
     const Tensor g = Tensor::rand(shape, data_seed, dt, -4, 4);
     const bool send_strided = rng() % 2 == 0, send_permuted = rng() % 2 == 0, out_permuted = rng() % 2 == 0;

@@ -22,19 +22,23 @@ using testing::MatrixOptions;
 using testing::MatrixResult;
 
 // Runs the matrix on `world_size` threads and reports rank 0's failures (every rank checks its own view).
-void run_matrix(int world_size, const MatrixOptions& options, int64_t min_cases, ThreadCommOptions thread_options = {}) {
+void run_matrix(int world_size, const MatrixOptions& options, int64_t min_cases,
+                ThreadCommOptions thread_options = {}) {
   std::mutex mu;
   std::vector<std::string> failures;
   int64_t cases = 0, unsupported = 0;
-  run_threads(world_size, [&](CommunicatorPtr world) {
-    MatrixResult r = testing::run_redistribution_matrix(world, options);
-    std::lock_guard<std::mutex> lock(mu);
-    for (auto& f : r.failures) failures.push_back("rank " + std::to_string(world->rank()) + ": " + f);
-    if (world->rank() == 0) {
-      cases = r.cases;
-      unsupported = r.unsupported;
-    }
-  }, thread_options);
+  run_threads(
+      world_size,
+      [&](CommunicatorPtr world) {
+        MatrixResult r = testing::run_redistribution_matrix(world, options);
+        std::lock_guard<std::mutex> lock(mu);
+        for (auto& f : r.failures) failures.push_back("rank " + std::to_string(world->rank()) + ": " + f);
+        if (world->rank() == 0) {
+          cases = r.cases;
+          unsupported = r.unsupported;
+        }
+      },
+      thread_options);
   for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
   EXPECT_TRUE(failures.empty());
   std::printf("%d ranks: %lld redistributions checked, %lld unsupported pairs rejected\n", world_size,

@@ -213,13 +213,17 @@ TEST(UcxAlgorithmTable, ChoosesBySize) {
   t.allreduce_small_bytes = 1000;
   t.broadcast_small_bytes = 500;
   t.chunk_bytes = 4096;
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1000, 4, false, t).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1000, 4, false, t).algorithm,
+            Algorithm::kRecursiveDoubling);
   EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1001, 4, false, t).algorithm, Algorithm::kRingAllReduce);
   EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1001, 4, false, t).chunk_bytes, 4096);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kBroadcast, 500, 4, false, t).algorithm, Algorithm::kBinomialBroadcast);
+  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kBroadcast, 500, 4, false, t).algorithm,
+            Algorithm::kBinomialBroadcast);
   EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kBroadcast, 501, 4, false, t).algorithm, Algorithm::kChainBroadcast);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllGather, 1 << 30, 2, false, t).algorithm, Algorithm::kRingAllGather);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kReduceScatter, 0, 3, false, t).algorithm, Algorithm::kRingReduceScatter);
+  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllGather, 1 << 30, 2, false, t).algorithm,
+            Algorithm::kRingAllGather);
+  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kReduceScatter, 0, 3, false, t).algorithm,
+            Algorithm::kRingReduceScatter);
   EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllToAllV, 10, 3, false, t).algorithm, Algorithm::kPairwiseAllToAll);
   EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kBarrier, 0, 3, false, t).algorithm, Algorithm::kDissemination);
   EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kSend, 10, 3, false, t).algorithm, Algorithm::kPointToPoint);
@@ -227,12 +231,9 @@ TEST(UcxAlgorithmTable, ChoosesBySize) {
   // Members on one host: the direct all-reduce from its minimum size on (never when the minimum is negative).
   t.direct_allreduce_min_bytes = 5000;
   EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 4999, 4, true, t).algorithm, Algorithm::kRingAllReduce);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 5000, 4, true, t).algorithm,
-            Algorithm::kDirectAllReduce);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 5000, 4, false, t).algorithm,
-            Algorithm::kRingAllReduce);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 10, 4, true, t).algorithm,
-            Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 5000, 4, true, t).algorithm, Algorithm::kDirectAllReduce);
+  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 5000, 4, false, t).algorithm, Algorithm::kRingAllReduce);
+  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 10, 4, true, t).algorithm, Algorithm::kRecursiveDoubling);
   t.direct_allreduce_min_bytes = -1;
   EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1 << 30, 4, true, t).algorithm,
             Algorithm::kRingAllReduce);

@@ -162,7 +162,7 @@ void all_reduce_matrix(const ucx::UcxTuning& tuning, const char* algo) {
 
 TEST(UcxCollectives, AllReduceRing) {
   ucx::UcxTuning t = test_tuning();
-  t.allreduce_small_bytes = -1;         // always the ring
+  t.allreduce_small_bytes = -1;  // always the ring
   t.direct_allreduce_min_bytes = -1;
   all_reduce_matrix(t, "ring");
 }
