@@ -116,6 +116,7 @@ from collections import defaultdict
 
 rows = defaultdict(list)
 membw = defaultdict(list)
+perftest = {}  # message bytes -> UCX one-way latency (us)
 for line in open(sys.argv[1]):
     line = line.strip()
     if not line.startswith("{"):
@@ -125,6 +126,7 @@ for line in open(sys.argv[1]):
         membw[r["figure"]].append(r["gbs"])
         continue
     if r.get("impl") == "ucx_perftest":
+        perftest[r["bytes"]] = r["oneway_us"]
         continue
     rows[(r["impl"], r["op"], r["ranks"], r["bytes"])].append(r)
 
@@ -134,11 +136,6 @@ def med(key):
         return None
     return statistics.median(x["busbw_gbs"] for x in v), all(x["ok"] for x in v), len(v)
 
-perftest = {}
-for line in open(sys.argv[1]):
-    if line.startswith("{") and '"ucx_perftest"' in line:
-        r = json.loads(line)
-        perftest[r["bytes"]] = r["oneway_us"]
 bc = statistics.median(membw["copy_2t"]) if membw.get("copy_2t") else None
 bs = statistics.median(membw["sum_2t"]) if membw.get("sum_2t") else None
 if bc and bs:
