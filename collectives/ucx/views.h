@@ -15,6 +15,8 @@
 //           strided rows into the peer's contiguous block). After its copies each side sends "done" (slot 3) and
 //           completes only once the other's "done" came, so both views stay valid while they are copied and the
 //           received data are in place when the call completes. One copy, no staging, two small messages per pair.
+//           The copy of this rank's own block is deferred (Note [Deferred tasks] in op.cc): it runs after the
+//           transfers whose descriptions came, while their "done" messages travel.
 //   packed  (otherwise): the sender packs a strided view into scratch (or sends a contiguous one as it lies) as one
 //           message (slot 2, sent even when empty so that mismatched counts are reported); the receiver receives
 //           into its view when contiguous, else into scratch and unpacks.

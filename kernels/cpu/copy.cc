@@ -1,6 +1,7 @@
 #include "kernels/copy.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/convert.h"
@@ -13,6 +14,7 @@ namespace dt::kernels::cpu {
 namespace {
 // Below this many bytes a row is copied by a loop: a memcpy call costs more than it saves.
 constexpr int64_t kMemcpyMinBytes = 64;
+constexpr int64_t kPrefetchMinRow = 512, kPrefetchMaxRow = 4096;
 
 // Note [Tiled transposes]
 // When dst is contiguous along one dim and src along another (a transpose), a row-by-row walk reads src with a
@@ -67,12 +69,32 @@ void move_rows(const Layout& l, char* dst, const char* src) {
   constexpr int64_t es = int64_t(sizeof(U));
   // Note [Streaming copies] (kernels/cpu/stream_copy.h): large copies of long enough rows bypass the cache.
   const bool stream = size_t(l.numel * es) >= kStreamMinBytes && size_t(l.shape[l.ndim - 1] * es) >= kStreamMinRun;
-  for_each_row(l, dst, sizeof(U), src, sizeof(U), [stream](char* d, const char* s, int64_t n, int64_t ds, int64_t ss) {
+  // Note [Prefetching the next row]
+  // Rows of 0.5-4 KiB that are not adjacent in memory copy 10-30 % slower than the same bytes in one piece (the
+  // hardware prefetchers start over at every row; bench/redistribute's floor column). Requesting the destination's
+  // next row while this row is copied takes that back, whichever side is strided: 256 KiB in rows of 0.5-4 KiB at
+  // twice their size, cache-resident, 1.09-1.31x -> 0.94-1.08x a contiguous memcpy. Prefetching the source's next
+  // row as well gains nothing; 8 KiB rows lose with it. Beyond the cache the streaming path takes over.
+  const int64_t row_bytes = l.shape[l.ndim - 1] * es;
+  const bool prefetch = !stream && l.ndim >= 2 && row_bytes >= kPrefetchMinRow && row_bytes <= kPrefetchMaxRow;
+  char* prev = nullptr;
+  for_each_row(l, dst, sizeof(U), src, sizeof(U), [&](char* d, const char* s, int64_t n, int64_t ds, int64_t ss) {
     if (ds == 1 && ss == 1 && n * es >= kMemcpyMinBytes) {
-      if (stream)
+      if (stream) {
         stream_copy(d, s, size_t(n * es));
-      else
-        std::memcpy(d, s, size_t(n * es));
+        return;
+      }
+      if (prefetch) {
+        if (prev != nullptr) {
+          // The next row, guessed at this row's stride (a view's rows mostly are): a wrong guess costs only the
+          // prefetches.
+          const uintptr_t next = 2 * uintptr_t(d) - uintptr_t(prev);
+          for (int64_t o = 0; o < row_bytes; o += 64)
+            __builtin_prefetch(reinterpret_cast<const void*>(next + uintptr_t(o)), 1, 3);
+        }
+        prev = d;
+      }
+      std::memcpy(d, s, size_t(n * es));
       return;
     }
     U* dp = reinterpret_cast<U*>(d);
