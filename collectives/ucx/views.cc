@@ -85,6 +85,18 @@ class Runs {
     for (int d = first_outer_; d < nd_; ++d) c *= size_[d];
     return c;
   }
+  // The next whole runs (the view must be at the start of a run), up to `max` of them, as iovecs; adds their bytes to
+  // `bytes` and returns how many.
+  int take_runs(iovec* iov, int max, size_t& bytes) {
+    int k = 0;
+    for (; k < max && !done_; ++k) {
+      iov[k].iov_base = reinterpret_cast<void*>(cur_);
+      iov[k].iov_len = run_;
+      next();
+    }
+    bytes += size_t(k) * run_;
+    return k;
+  }
   uintptr_t addr() const { return cur_ + off_; }
   size_t run_bytes() const { return run_; }
   size_t left() const { return run_ - off_; }
@@ -244,6 +256,25 @@ void transfer_view(const UcxWorker& worker, const CommState& comm, int peer, con
       }
     }
     kernels::stream_copy_fence();
+    return;
+  }
+  if (local.count() == 1 || remote.count() == 1) {
+    // One side is a single run: the other side's runs as they are, the single run cut to match.
+    const bool local_whole = local.count() == 1;
+    Runs& many = local_whole ? remote : local;
+    Runs& one = local_whole ? local : remote;
+    while (!many.done()) {
+      iovec single, batch[kMaxIov];
+      size_t bytes = 0;
+      const int k = many.take_runs(batch, kMaxIov, bytes);
+      single.iov_base = reinterpret_cast<void*>(one.addr());
+      single.iov_len = bytes;
+      one.consume(bytes);
+      if (local_whole)
+        move_iovecs(worker, comm, peer, &single, 1, batch, k, bytes, i_send);
+      else
+        move_iovecs(worker, comm, peer, batch, k, &single, 1, bytes, i_send);
+    }
     return;
   }
   while (!local.done() && !remote.done()) {
