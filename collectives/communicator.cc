@@ -323,6 +323,8 @@ WorkPtr Communicator::all_to_all_views(std::vector<kernels::StridedView> send, s
   for (const auto& v : send) total += v.numel();
   CollectiveArgs a = args_for(CollectiveKind::kAllToAllV, nullptr, nullptr, total,
                               send.empty() ? DType::f32 : send[0].dtype, device, {});
+  a.send_counts.reserve(send.size());
+  a.recv_counts.reserve(recv.size());
   for (const auto& v : send) a.send_counts.push_back(v.numel());
   for (const auto& v : recv) a.recv_counts.push_back(v.numel());
   a.send_views = std::move(send);

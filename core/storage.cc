@@ -5,16 +5,16 @@
 
 namespace dt {
 
-Storage::Storage(void* data, size_t nbytes, Device device, bool owned, Deleter deleter)
+Storage::Storage(Key, void* data, size_t nbytes, Device device, bool owned, Deleter deleter)
     : data_(data), nbytes_(nbytes), device_(device), owned_(owned), deleter_(std::move(deleter)) {}
 
 std::shared_ptr<Storage> Storage::create(size_t nbytes, Device device) {
   void* p = allocator_for(device).allocate(nbytes);
-  return std::shared_ptr<Storage>(new Storage(p, nbytes, device, true, {}));
+  return std::make_shared<Storage>(Key{}, p, nbytes, device, true, Deleter{});
 }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t nbytes, Device device, Deleter deleter) {
-  return std::shared_ptr<Storage>(new Storage(data, nbytes, device, false, std::move(deleter)));
+  return std::make_shared<Storage>(Key{}, data, nbytes, device, false, std::move(deleter));
 }
 
 Storage::~Storage() { free_memory(); }

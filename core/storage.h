@@ -39,8 +39,14 @@ class Storage {
   // undefined after a reallocation). Wrapped (non-owning) storage cannot be resized.
   void resize(size_t nbytes);
 
+  // For create() and wrap() only (std::make_shared needs a public constructor: one allocation, not two).
+  class Key {
+    friend class Storage;
+    Key() = default;
+  };
+  Storage(Key, void* data, size_t nbytes, Device device, bool owned, Deleter deleter);
+
  private:
-  Storage(void* data, size_t nbytes, Device device, bool owned, Deleter deleter);
   void free_memory();
 
   void* data_;

@@ -168,19 +168,21 @@ DTensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, std::vecto
 // ---- redistribution ----
 
 DTensor DTensor::redistribute(std::vector<Placement> placements, const ShardOrder& shard_order) const {
-  return redistribute(make_spec(std::move(placements), shard_order, dim(), mesh_));
+  return redistribute_to(make_spec(std::move(placements), shard_order, dim(), mesh_));
 }
 
-DTensor DTensor::redistribute(const ShardingSpec& spec) const {
+DTensor DTensor::redistribute(const ShardingSpec& spec) const { return redistribute_to(spec); }
+
+DTensor DTensor::redistribute_to(ShardingSpec spec) const {
   DT_CHECK_ARG(defined(), "redistribute of an undefined DTensor");
   DT_CHECK_ARG(spec.mesh_ndim() == mesh_.ndim(), "redistribute: ", spec.mesh_ndim(), " placements for ", mesh_);
   spec.check_tensor_ndim(dim());
-  if (!mesh_.is_member()) return DTensor(local_, mesh_, spec, shape_);
+  if (!mesh_.is_member()) return DTensor(local_, mesh_, std::move(spec), shape_);
   const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, spec);
   DT_LOG_DEBUG("redistribute ", shape_str(shape_), " on ", mesh_.shape().to_string(), ": ", plan.to_string());
   // The result is built before the collectives run, while this call's objects are in the cache (after a large copy
   // they are not: the same code took twice as long there).
-  DTensor result(Tensor(), mesh_, spec, shape_);
+  DTensor result(Tensor(), mesh_, std::move(spec), shape_);
   result.local_ = redistribute::run_plan(mesh_, shape_, plan, local_);
   return result;
 }

@@ -70,6 +70,7 @@ class DTensor {
   std::string describe() const;
 
  private:
+  DTensor redistribute_to(ShardingSpec spec) const;  // both redistribute(spec) forms: the spec moves into the result
   DTensor(Tensor local, DeviceMesh mesh, ShardingSpec spec, Shape shape)
       : local_(std::move(local)), mesh_(std::move(mesh)), spec_(std::move(spec)), shape_(std::move(shape)) {}
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -35,19 +36,29 @@ void recv_cb(void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* 
 
 }  // namespace
 
+CollectiveArgs scalars_of(const CollectiveArgs& a) {
+  CollectiveArgs s;
+  s.kind = a.kind;
+  s.send = a.send;
+  s.recv = a.recv;
+  s.count = a.count;
+  s.dtype = a.dtype;
+  s.device = a.device;
+  s.op = a.op;
+  s.root = a.root;
+  s.peer = a.peer;
+  s.stream = a.stream;
+  return s;
+}
+
 // ---- UcxWork ----
 
 UcxWork::UcxWork(std::weak_ptr<UcxWorker> worker, const CollectiveArgs& args, std::string comm_name,
                  Duration default_timeout)
-    : worker_(std::move(worker)), comm_name_(std::move(comm_name)), default_timeout_(default_timeout) {
-  args_.kind = args.kind;
-  args_.count = args.count;
-  args_.dtype = args.dtype;
-  args_.device = args.device;
-  args_.op = args.op;
-  args_.root = args.root;
-  args_.peer = args.peer;
-}
+    : worker_(std::move(worker)),
+      args_(scalars_of(args)),
+      comm_name_(std::move(comm_name)),
+      default_timeout_(default_timeout) {}
 
 std::string UcxWork::describe() const { return args_.describe() + " on " + comm_name_; }
 
@@ -97,16 +108,77 @@ void UcxWork::wait(Duration timeout) {
 
 // ---- UcxOp ----
 
-UcxOp::UcxOp(UcxWorker* worker, std::shared_ptr<CommState> comm, CollectiveArgs args, uint32_t seq,
+UcxOp::UcxOp(UcxWorker* worker, std::shared_ptr<CommState> comm, const CollectiveArgs& call, uint32_t seq,
              Work::Duration timeout, Clock::time_point now)
-    : worker_(worker), comm_(std::move(comm)), args_(std::move(args)), seq_(seq), timeout_(timeout) {
-  tasks_.reserve(8);
+    : worker_(worker),
+      comm_(std::move(comm)),
+      args_(scalars_of(call)),
+      call_(&call),
+      seq_(seq),
+      lists_(take_lists()),
+      timeout_(timeout) {
   deadline_ = now + timeout;
   last_progress_ = now;
 }
 
 UcxOp::~UcxOp() {
   for (auto& [p, n] : scratch_) allocator_for(Device::cpu()).deallocate(p, n);
+}
+
+// Note [Recycled op lists]
+// Every call builds an op, and an op's dozen lists (tasks, edges, views, ...) each took a malloc or more as they
+// grew: 6-11 mallocs for a plain collective, about 40 for a strided-views all-to-all. A finished op hands its lists
+// back, cleared with their capacity, and the next op takes them: in a steady loop no list allocates. Lists that
+// grew beyond kMaxKeptTasks tasks are dropped rather than kept; at most kMaxKeptLists wait.
+namespace {
+constexpr size_t kMaxKeptLists = 32, kMaxKeptTasks = 4096;
+std::mutex g_lists_mu;
+}  // namespace
+
+std::vector<UcxOp::Lists*>& UcxOp::spare_lists() {
+  static auto* v = new std::vector<Lists*>();  // never destroyed: ops may die during static destruction
+  return *v;
+}
+
+void UcxOp::Lists::clear() {
+  tasks.clear();
+  edges.clear();
+  succ.clear();
+  ready.clear();
+  parked.clear();
+  completed.clear();
+  handling.clear();
+  scratch.clear();
+  views.clear();
+  runs.clear();
+}
+
+UcxOp::Lists* UcxOp::take_lists() {
+  {
+    std::lock_guard<std::mutex> lock(g_lists_mu);
+    auto& spare = spare_lists();
+    if (!spare.empty()) {
+      Lists* l = spare.back();
+      spare.pop_back();
+      return l;
+    }
+  }
+  auto* l = new Lists();
+  l->tasks.reserve(8);
+  return l;
+}
+
+void UcxOp::Recycle::operator()(Lists* l) const {
+  if (l->tasks.capacity() <= kMaxKeptTasks) {
+    l->clear();
+    std::lock_guard<std::mutex> lock(g_lists_mu);
+    auto& spare = spare_lists();
+    if (spare.size() < kMaxKeptLists) {
+      spare.push_back(l);
+      return;
+    }
+  }
+  delete l;
 }
 
 std::string UcxOp::description() const { return args_.describe() + " on " + comm_->name; }
@@ -251,7 +323,6 @@ void UcxOp::start() {
     tasks_[i].succ_end = int32_t(e);
   }
   edges_.clear();
-  edges_.shrink_to_fit();
   if (tasks_.empty()) {
     finish();
     return;

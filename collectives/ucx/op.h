@@ -92,10 +92,15 @@ class UcxWork final : public Work {
   std::exception_ptr error_;
 };
 
+// The scalar fields of a call (kind, buffers, count, dtype, device, op, root, peer, stream), without its vectors:
+// what describe() prints and what an op needs once built.
+CollectiveArgs scalars_of(const CollectiveArgs& a);
+
 class UcxOp : public std::enable_shared_from_this<UcxOp> {
  public:
-  UcxOp(UcxWorker* worker, std::shared_ptr<CommState> comm, CollectiveArgs args, uint32_t seq, Work::Duration timeout,
-        Clock::time_point now);
+  // `call` must outlive the building (built()); the op keeps a copy of its scalar fields only.
+  UcxOp(UcxWorker* worker, std::shared_ptr<CommState> comm, const CollectiveArgs& call, uint32_t seq,
+        Work::Duration timeout, Clock::time_point now);
   ~UcxOp();
 
   // ---- building (before start) ----
@@ -125,7 +130,10 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   // Runs on success before the Work completes (device staging copies results back).
   void on_success(std::function<void()> fn) { on_success_ = std::move(fn); }
 
-  const CollectiveArgs& args() const { return args_; }
+  // The call: whole while the op is built, its scalar fields (scalars_of) after built().
+  const CollectiveArgs& args() const { return call_ != nullptr ? *call_ : args_; }
+  // Building is over: the caller's arguments may go (the vectors of an all_to_allv or a views call are not copied).
+  void built() { call_ = nullptr; }
   int rank() const;
   int size() const;
   size_t elem_size() const { return args_.elem_size(); }
@@ -173,22 +181,42 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   void finish();
   std::string peer_name(int group_rank) const;
 
+  // The op's lists, reused by later ops with their capacity (Note [Recycled op lists] in op.cc).
+  struct Lists {
+    std::vector<Task> tasks;
+    std::vector<std::pair<int, int>> edges;
+    std::vector<int32_t> succ;
+    std::vector<int> ready, parked;
+    std::vector<Task*> completed, handling;
+    std::vector<std::pair<void*, size_t>> scratch;
+    std::vector<kernels::StridedView> views;
+    std::vector<std::function<void()>> runs;
+    void clear();
+  };
+  struct Recycle {
+    void operator()(Lists* l) const;
+  };
+  static Lists* take_lists();
+  static std::vector<Lists*>& spare_lists();  // g_lists_mu (op.cc) held
+
   UcxWorker* worker_;  // outlives its ops (its destructor aborts them)
   std::shared_ptr<CommState> comm_;
-  CollectiveArgs args_;
+  CollectiveArgs args_;                   // scalars_of(the call)
+  const CollectiveArgs* call_ = nullptr;  // the whole call, while building
   uint32_t seq_;
   std::shared_ptr<UcxWork> work_;
-  std::vector<Task> tasks_;
-  std::vector<std::pair<int, int>> edges_;
-  std::vector<int32_t> succ_;
-  std::vector<int> ready_;  // FIFO from ready_head_
+  std::unique_ptr<Lists, Recycle> lists_;
+  std::vector<Task>& tasks_ = lists_->tasks;
+  std::vector<std::pair<int, int>>& edges_ = lists_->edges;
+  std::vector<int32_t>& succ_ = lists_->succ;
+  std::vector<int>& ready_ = lists_->ready;  // FIFO from ready_head_
   size_t ready_head_ = 0;
-  std::vector<int> parked_;       // deferred tasks that became ready (Note [Deferred tasks] in op.cc)
-  std::vector<Task*> completed_;  // UCX completions not yet handled
-  std::vector<Task*> handling_;   // the batch being handled (kept to reuse its capacity)
-  std::vector<std::pair<void*, size_t>> scratch_;
-  std::vector<kernels::StridedView> views_;
-  std::vector<std::function<void()>> runs_;
+  std::vector<int>& parked_ = lists_->parked;          // deferred tasks that became ready (Note [Deferred tasks])
+  std::vector<Task*>& completed_ = lists_->completed;  // UCX completions not yet handled
+  std::vector<Task*>& handling_ = lists_->handling;    // the batch being handled (kept to reuse its capacity)
+  std::vector<std::pair<void*, size_t>>& scratch_ = lists_->scratch;
+  std::vector<kernels::StridedView>& views_ = lists_->views;
+  std::vector<std::function<void()>>& runs_ = lists_->runs;
   std::function<void()> on_success_;
   int done_count_ = 0;
   int outstanding_ = 0;  // UCX requests posted and not yet completed

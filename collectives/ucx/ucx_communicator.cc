@@ -153,6 +153,7 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
     if (!p2p) w.fail_comm_locked(st, e.code(), e.what(), true);
     throw;
   }
+  op->built();
   if (on_success) op->on_success(std::move(on_success));
   auto work = std::make_shared<ucx::UcxWork>(worker_, a, st.name, st.timeout);
   work->set_op(op);

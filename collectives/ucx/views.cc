@@ -329,17 +329,25 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
     return direct_min_bytes >= 0 && bytes >= direct_min_bytes &&
            w.peer_info(op.comm()->members[size_t(peer)]).same_host && direct_copies_allowed();
   };
-  std::vector<int> send_view(a.send_views.size()), recv_view(static_cast<size_t>(n));
-  for (size_t j = 0; j < a.send_views.size(); ++j) send_view[j] = op.add_view(a.send_views[j]);
-  for (int j = 0; j < n; ++j) recv_view[size_t(j)] = op.add_view(a.recv_views[size_t(j)]);
-  auto sview = [&](int j) { return send_view[gather ? 0 : size_t(j)]; };
+  // The op's views: the send views, then the recv views (add_view numbers them in order).
+  int send0 = -1, recv0 = -1;
+  for (const auto& v : a.send_views) {
+    const int id = op.add_view(v);
+    if (send0 < 0) send0 = id;
+  }
+  for (const auto& v : a.recv_views) {
+    const int id = op.add_view(v);
+    if (recv0 < 0) recv0 = id;
+  }
+  auto sview = [&](int j) { return send0 + (gather ? 0 : j); };
+  auto rview = [&](int j) { return recv0 + j; };
 
   PairDesc* descs = nullptr;    // per peer j: this rank's descriptions (2j) and the peer's (2j + 1), one scratch
   void* packed_once = nullptr;  // all_gather packs its one block once for every packed peer
   int packed_once_task = -1;
   for (int s = 1; s < n; ++s) {
     const int j = (r - s + n) % n;
-    const kernels::StridedView& in = op.view(recv_view[size_t(j)]);
+    const kernels::StridedView& in = op.view(rview(j));
     const kernels::StridedView& out = op.view(sview(j));
     const int64_t in_bytes = int64_t(in.nbytes()), out_bytes = int64_t(out.nbytes());
     const bool in_direct = direct(j, in_bytes), out_direct = direct(j, out_bytes);
@@ -349,7 +357,7 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
         op.recv(j, kDataSlot, in_bytes ? in.data : nullptr, in_bytes);
       } else {
         void* buf = op.scratch(in_bytes);
-        op.after(op.recv(j, kDataSlot, buf, in_bytes), op.unpack(recv_view[size_t(j)], buf));
+        op.after(op.recv(j, kDataSlot, buf, in_bytes), op.unpack(rview(j), buf));
       }
     }
     if (!out_direct) {
@@ -378,7 +386,7 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
     op.send(j, kDescSlot, mine, sizeof(PairDesc));
     const int done = op.send(j, kDoneSlot, nullptr, 0);
     if (in_direct) {
-      const int move = op.transfer_view(j, &theirs->send, recv_view[size_t(j)], /*i_send=*/false);
+      const int move = op.transfer_view(j, &theirs->send, rview(j), /*i_send=*/false);
       op.after(got, move);
       op.after(move, done);
     }
@@ -389,7 +397,7 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
     }
   }
   // This rank's own block, while the messages move.
-  if (op.view(recv_view[size_t(r)]).numel() > 0) op.defer(op.copy_view(recv_view[size_t(r)], sview(r)));
+  if (op.view(rview(r)).numel() > 0) op.defer(op.copy_view(rview(r), sview(r)));
 }
 
 }  // namespace dt::ucx

@@ -32,12 +32,12 @@ PendingStep AllGatherTransition::start(const StepContext& c) const {
   if (direct && total == chunk * k) {  // Note [gather into the output], every block full: no padding at all
     Tensor out = Tensor::empty(out_shape, in.dtype(), in.device());
     WorkPtr work = c.comm()->all_gather(in, out);
-    return {work, {}, out};
+    return {work, {}, std::move(out)};
   }
   if (!direct && c.comm()->supports_views(in.device())) {
     Tensor out = Tensor::empty(out_shape, in.dtype(), in.device());
     WorkPtr work = c.comm()->all_gather_views(kernels::view_of(in), slice_views(out, d, sizes), in.device());
-    return {work, {}, out};
+    return {work, {}, std::move(out)};
   }
 
   Shape block = in.shape();  // every member's block padded to the chunk size along d

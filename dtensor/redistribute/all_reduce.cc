@@ -11,7 +11,7 @@ PendingStep AllReduceTransition::start(const StepContext& c) const {
   ReduceOp op = std::get<Partial>(c.step.from).op;
   WorkPtr work = c.comm()->all_reduce(in.numel() ? in.data_ptr() : nullptr, out.numel() ? out.data_ptr() : nullptr,
                                       in.numel(), in.dtype(), op, in.device());
-  return {work, {}, out};  // the plan's runner keeps the input alive
+  return {work, {}, std::move(out)};  // the plan's runner keeps the input alive
 }
 
 }  // namespace dt::redistribute

@@ -58,7 +58,7 @@ PendingStep AllToAllTransition::start(const StepContext& c) const {
   // contiguous where the others are not), so views are used whenever the communicator takes them.
   if (c.comm()->supports_views(in.device())) {
     WorkPtr work = c.comm()->all_to_all_views(slice_views(in, j, b), slice_views(out, i, a), in.device());
-    return {work, {}, out};  // the plan's runner keeps the input alive
+    return {work, {}, std::move(out)};  // the plan's runner keeps the input alive
   }
   std::vector<int64_t> a_off(a.size()), b_off(b.size());
   for (size_t p = 1; p < a.size(); ++p) {

@@ -5,7 +5,7 @@
 
 namespace dt::redistribute {
 
-PlanRun::PlanRun(const DeviceMesh& mesh, const Shape& global, const Plan& plan, Tensor input)
+PlanRun::PlanRun(const DeviceMesh& mesh, const Shape& global, const Plan& plan, const Tensor& input)
     : mesh_(mesh), global_(global), plan_(&plan), current_(input.contiguous()) {
   if (!plan_->steps.empty()) issue(0);
 }

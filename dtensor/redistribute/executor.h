@@ -11,7 +11,7 @@ namespace dt::redistribute {
 class PlanRun {
  public:
   // `mesh` and `global` must outlive the run (the DTensor being redistributed, or the handle's result template).
-  PlanRun(const DeviceMesh& mesh, const Shape& global, const Plan& plan, Tensor input);
+  PlanRun(const DeviceMesh& mesh, const Shape& global, const Plan& plan, const Tensor& input);
   // A run dropped before it finished (a RedistributeHandle never waited on) still finishes: its collective reads the
   // input and writes the output until it completes, and every member must take part in every step. Errors are
   // logged (nobody is left to see them).
