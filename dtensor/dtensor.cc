@@ -197,7 +197,7 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, std::vector<Placement> pla
 }
 
 struct RedistributeHandle::State {
-  DTensor result_template;  // mesh, spec and shape of the result (local filled in by wait); outlives `run`
+  DTensor result_template;  // mesh, spec and shape of the result, and the input (its local, read by `run`)
   std::unique_ptr<redistribute::PlanRun> run;  // holds references into result_template: declared after it
   bool done = false;
   DTensor result;
@@ -216,7 +216,7 @@ RedistributeHandle DTensor::redistribute_async(std::vector<Placement> placements
     const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, spec);
     DT_LOG_DEBUG("redistribute_async ", shape_str(shape_), ": ", plan.to_string());
     const DTensor& t = state->result_template;  // outlives the run (both live in the state)
-    state->run = std::make_unique<redistribute::PlanRun>(t.mesh(), t.shape(), plan, local_);
+    state->run = std::make_unique<redistribute::PlanRun>(t.mesh(), t.shape(), plan, t.to_local());
   }
   return RedistributeHandle(state);
 }

@@ -54,6 +54,10 @@ namespace detail {
 // Where each block of a reduce-scatter / all-gather ring lives: block b is `size[b]` elements at element `offset[b]`
 // of the buffer; every block is cut into `chunks` pieces (algorithms::Chunking).
 struct RingLayout {
+  explicit RingLayout(int n) {  // room for n blocks: one allocation per list
+    offset.reserve(size_t(n));
+    size.reserve(size_t(n));
+  }
   std::vector<int64_t> offset, size;
   int64_t chunks = 1;
 };

@@ -59,7 +59,7 @@ void build_ring_all_gather(UcxOp& op, int64_t chunk_bytes) {
   const CollectiveArgs& a = op.args();
   const int n = op.size(), r = op.rank();
   const size_t es = op.elem_size();
-  detail::RingLayout L;
+  detail::RingLayout L(n);
   for (int b = 0; b < n; ++b) {
     L.offset.push_back(int64_t(b) * a.count);
     L.size.push_back(a.count);

@@ -14,7 +14,7 @@ void build_ring_all_reduce(UcxOp& op, int64_t chunk_bytes, int slots) {
   const int n = op.size(), r = op.rank();
   const size_t es = op.elem_size();
   algorithms::Blocks blocks(a.count, n);
-  detail::RingLayout L;
+  detail::RingLayout L(n);
   for (int b = 0; b < n; ++b) {
     L.offset.push_back(blocks.offset(b));
     L.size.push_back(blocks.size(b));

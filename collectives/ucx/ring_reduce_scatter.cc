@@ -105,7 +105,7 @@ ReduceScatterTasks add_ring_reduce_scatter(UcxOp& op, const RingLayout& L, const
 void build_ring_reduce_scatter(UcxOp& op, int64_t chunk_bytes, int slots) {
   const CollectiveArgs& a = op.args();
   const int n = op.size();
-  detail::RingLayout L;
+  detail::RingLayout L(n);
   for (int b = 0; b < n; ++b) {
     L.offset.push_back(int64_t(b) * a.count);
     L.size.push_back(a.count);

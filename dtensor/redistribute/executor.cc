@@ -6,7 +6,11 @@
 namespace dt::redistribute {
 
 PlanRun::PlanRun(const DeviceMesh& mesh, const Shape& global, const Plan& plan, const Tensor& input)
-    : mesh_(mesh), global_(global), plan_(&plan), current_(input.contiguous()) {
+    : mesh_(mesh), global_(global), plan_(&plan), input_(&input) {
+  if (!input.is_contiguous()) {
+    current_ = input.contiguous();
+    input_ = &current_;
+  }
   if (!plan_->steps.empty()) issue(0);
 }
 
@@ -14,12 +18,12 @@ void PlanRun::issue(size_t i) {
   const PlanStep& step = plan_->steps[i];
   if (is_collective(step.kind) && mesh_.size(step.mesh_dim) == 1) {
     // A group of one: the collective is the identity (the local block does not change), so issue nothing.
-    pending_ = PendingStep{nullptr, {}, current_};
+    pending_ = PendingStep{nullptr, {}, *input_};
     has_pending_ = true;
     next_ = i + 1;
     return;
   }
-  StepContext ctx{mesh_, global_, step, current_};
+  StepContext ctx{mesh_, global_, step, *input_};
   pending_ = find_transition(step).start(ctx);
   has_pending_ = true;
   next_ = i + 1;
@@ -43,8 +47,10 @@ Tensor PlanRun::finish() {
     has_pending_ = false;
     if (step.work) step.work->wait();
     current_ = step.finish ? step.finish() : std::move(step.result);
+    input_ = &current_;
     if (next_ < plan_->steps.size()) issue(next_);
   }
+  if (input_ != &current_) return *input_;  // no step ran: the input itself
   return std::move(current_);
 }
 

@@ -10,7 +10,8 @@ namespace dt::redistribute {
 // A plan in progress: the first step is issued by start(); finish() completes it and runs the remaining steps.
 class PlanRun {
  public:
-  // `mesh` and `global` must outlive the run (the DTensor being redistributed, or the handle's result template).
+  // `mesh`, `global` and `input` must outlive the run (the DTensor being redistributed, or the handle's result
+  // template): a contiguous input is read where it lies, without a copy of the Tensor.
   PlanRun(const DeviceMesh& mesh, const Shape& global, const Plan& plan, const Tensor& input);
   // A run dropped before it finished (a RedistributeHandle never waited on) still finishes: its collective reads the
   // input and writes the output until it completes, and every member must take part in every step. Errors are
@@ -27,7 +28,8 @@ class PlanRun {
   const DeviceMesh& mesh_;
   const Shape& global_;
   const Plan* plan_;  // owned by the process-wide plan cache
-  Tensor current_;
+  Tensor current_;    // the last step's output (or the contiguous copy of a strided input)
+  const Tensor* input_;  // what the next step reads: the caller's input, then current_
   size_t next_ = 0;
   PendingStep pending_;
   bool has_pending_ = false;
