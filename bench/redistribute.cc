@@ -13,8 +13,9 @@
 // adds: planning, the output tensor, the views' descriptions), where S(0)->S(1) compares it with a contiguous one.
 // DT_BENCH_CASES (comma-separated transition names) and DT_BENCH_KIB (comma-separated sizes in KiB) narrow the run;
 // DT_BENCH_COLS sets the row length (default 1024 floats). DT_BENCH_BLOCK=k times k redistributions in a row, then k
-// bare calls (default 1: they alternate); each op runs faster after itself than after the other (at 1 MiB S(0)->S(1)
-// both take 3-4 us less with k = 5), which the default order charges to both.
+// bare calls (default 1: they alternate). Ops run at a different speed after themselves than after the other (at
+// 1 MiB S(0)->S(1) and its contiguous all-to-all both took 4-7 us less with k = 5, S(0)->R took more), so the default
+// order, which charges that to both columns alike, is the one the targets are judged on.
 //
 // For the transitions on dim 1 the bare collective moves contiguous blocks, while the redistribution must land (or
 // take) rows of cols/N elements: column "floor" is the same bytes copied in one process into that strided layout
