@@ -191,6 +191,31 @@ TEST(Redistribute, AsyncHandleYieldsTheSameResult) {
   EXPECT_EQ(ok.load(), 2);
 }
 
+TEST(Redistribute, AsyncHandleOutlivesItsSource) {
+  // The DTensor redistributed may go before wait(): the plan's first step still reads its block, which the handle
+  // holds. Its memory is not reused meanwhile: blocks of the same size, allocated and scribbled over after the
+  // source is gone, land elsewhere.
+  Tensor full = testing::case_tensor({12, 10}, DType::f32, 21);
+  std::atomic<int> ok{0};
+  run_threads(4, [&](CommunicatorPtr world) {
+    DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 2});
+    RedistributeHandle h, same;  // a two-step plan, and one with no step (the result is the input itself)
+    Shape local_shape;
+    {
+      DTensor x = distribute_tensor(full, mesh, {Shard{0}, Shard{1}});
+      local_shape = x.to_local().shape();
+      h = x.redistribute_async({Replicate{}, Shard{0}});
+      same = x.redistribute_async({Shard{0}, Shard{1}});
+    }
+    std::vector<Tensor> scribbles;
+    for (int i = 0; i < 4; ++i) scribbles.push_back(Tensor::full(local_shape, -1.0));
+    DTensor y = h.wait();
+    DTensor z = same.wait();
+    if (equal(y.full_tensor(), full) && equal(z.full_tensor(), full)) ++ok;
+  });
+  EXPECT_EQ(ok.load(), 4);
+}
+
 TEST(Redistribute, DroppedAsyncHandleStillCompletesEveryStep) {
   // A handle dropped without wait() finishes its plan (two all-gathers here) before its buffers are released, so
   // the ranks stay in step and the next redistribution is exact.
