@@ -30,6 +30,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/ucx/ucx_communicator.h"
@@ -139,6 +140,15 @@ int main(int argc, char** argv) {
       const std::string list = std::string(",") + e + ",";
       return list.find("," + item + ",") != std::string::npos;
     };
+    // The issue's targets (1-64 MiB): S(0)->R and P->R within 1.05x of the bare collective, S(1)->R and S(i)->S(j)
+    // within 1.3x of it; rows without one (P->S(0), the views row, the small sizes) are not judged.
+    auto target_of = [](const std::string& name) {
+      if (name == "S(0)->R" || name == "P->R") return 1.05;
+      if (name == "S(1)->R" || name == "S(0)->S(1)" || name == "S(1)->S(0)") return 1.3;
+      return 0.0;
+    };
+    int judged = 0;
+    std::vector<std::string> below;
     for (int64_t kib : {16, 64, 1024, 4096, 16384, 65536}) {
       if (!listed("DT_BENCH_KIB", std::to_string(kib))) continue;
       const int64_t cols = std::getenv("DT_BENCH_COLS") ? std::atoll(std::getenv("DT_BENCH_COLS")) : 1024;
@@ -172,8 +182,23 @@ int main(int argc, char** argv) {
           std::printf("{\"bench\":\"redistribute\",\"transition\":\"%s\",\"ranks\":%d,\"bytes\":%lld,"
                       "\"redistribute_us\":%.1f,\"bare_us\":%.1f,\"ratio\":%.3f,\"layout_floor\":%.3f}\n",
                       c.name, n, (long long)(kib << 10), r, b, r / b, strided ? floor : 1.0);
+          const double target = target_of(c.name);
+          if (target > 0 && kib >= 1024) {
+            ++judged;
+            if (r / b > target) {
+              char line[96];
+              std::snprintf(line, sizeof(line), "%s %g MiB: %.3fx (target %.2fx)", c.name, double(kib) / 1024, r / b,
+                            target);
+              below.push_back(line);
+            }
+          }
         }
       }
+    }
+    if (lead && judged > 0) {
+      std::printf("%d-rank targets: %d of %d met%s\n", n, judged - int(below.size()), judged,
+                  n > int(std::thread::hardware_concurrency()) ? " (more ranks than cores: ranks share cores)" : "");
+      for (const std::string& b : below) std::printf("  below target: %s\n", b.c_str());
     }
     world->barrier()->wait();
   } catch (const std::exception& e) {
