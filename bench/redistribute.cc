@@ -8,7 +8,8 @@
 // output, all_reduce, reduce_scatter, all_to_all), alternating the two, and prints a table plus one JSON line per
 // row: {"bench":"redistribute","transition":"S(0)->R","ranks":N,"bytes":..,"redistribute_us":..,"bare_us":..,
 // "ratio":..}. Time per sample = max over ranks of (barrier; op; wait), median over samples.
-// Targets: S(0)->R and P->R within 1.05x of the bare collective, S(1)->R and S(i)->S(j) within 1.3x.
+// Targets: S(0)->R and P->R within 1.05x of the bare collective, S(1)->R and S(i)->S(j) within 1.3x; the run ends
+// with how many of the 1-64 MiB rows meet theirs, and the rows that do not.
 // Row S(0)->S(1)v times the same redistribution against the strided-views all-to-all it issues (what dtensor itself
 // adds: planning, the output tensor, the views' descriptions), where S(0)->S(1) compares it with a contiguous one.
 // DT_BENCH_CASES (comma-separated transition names) and DT_BENCH_KIB (comma-separated sizes in KiB) narrow the run;
