@@ -165,9 +165,8 @@ class CachingAllocator : public Allocator {
 
   // A new 2 MiB huge-page slab of blocks of `sz` bytes: returns the first, caches the others.
   void* carve_slab(size_t sz) {
-    void* base = nullptr;
-    if (posix_memalign(&base, kHugePage, kHugePage) != 0) return nullptr;
-    (void)madvise(base, kHugePage, MADV_HUGEPAGE);
+    void* base = host_alloc(kHugePage);  // 2 MiB aligned and advised
+    if (base == nullptr) return nullptr;
     char* b = static_cast<char*>(base);
     std::lock_guard<std::mutex> lock(mu_);
     slabs_.insert(reinterpret_cast<uintptr_t>(base));

@@ -33,8 +33,9 @@ class UcxWorker;
 struct CommState;
 class UcxOp;
 
-// kPack / kUnpack / kCopyView move strided views (args().send_views / recv_views) through kernels::pack/unpack/copy;
-// kTransferView copies between this rank's view and a peer's in the peer's memory (views.h, Note [Direct view reads]).
+// kPack / kUnpack / kCopyView move strided views (the op's copies of the call's views, add_view) through
+// kernels::pack/unpack/copy; kTransferView copies between this rank's view and a peer's in the peer's memory
+// (views.h, Note [Direct view reads]).
 // kRun runs a function of the algorithm (it may throw dt::Error, which fails the call).
 enum class TaskType : uint8_t { kSend, kRecv, kReduce, kCopy, kDivide, kPack, kUnpack, kCopyView, kTransferView, kRun };
 

@@ -330,15 +330,15 @@ void build_views(UcxOp& op, int64_t direct_min_bytes) {
            w.peer_info(op.comm()->members[size_t(peer)]).same_host && direct_copies_allowed();
   };
   // The op's views: the send views, then the recv views (add_view numbers them in order).
-  int send0 = -1, recv0 = -1;
-  for (const auto& v : a.send_views) {
-    const int id = op.add_view(v);
-    if (send0 < 0) send0 = id;
-  }
-  for (const auto& v : a.recv_views) {
-    const int id = op.add_view(v);
-    if (recv0 < 0) recv0 = id;
-  }
+  auto add_all = [&](const std::vector<kernels::StridedView>& views) {
+    int first = -1;
+    for (const auto& v : views) {
+      const int id = op.add_view(v);
+      if (first < 0) first = id;
+    }
+    return first;
+  };
+  const int send0 = add_all(a.send_views), recv0 = add_all(a.recv_views);
   auto sview = [&](int j) { return send0 + (gather ? 0 : j); };
   auto rview = [&](int j) { return recv0 + j; };
 

@@ -14,7 +14,7 @@ PendingStep LocalSliceTransition::start(const StepContext& c) const {
   const Tensor mine = c.input.narrow(d, off, sizes[size_t(me)]);
   Tensor out = Tensor::empty(mine.shape(), c.input.dtype(), c.input.device());
   copy_into(out, mine);
-  return {nullptr, {}, out};
+  return {nullptr, {}, std::move(out)};
 }
 
 }  // namespace dt::redistribute
