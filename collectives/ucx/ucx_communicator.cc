@@ -98,11 +98,11 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
   int64_t bytes = a.count * int64_t(a.elem_size());
   if (a.kind == CollectiveKind::kAllToAllV)
     bytes = std::accumulate(a.send_counts.begin(), a.send_counts.end(), int64_t(0)) * int64_t(a.elem_size());
-  // Nothing to move: every rank sees the same count (a mismatch of counts is the caller's error and surfaces as the
-  // peers' deadline or length check).
-  const bool nothing = (a.kind == CollectiveKind::kBarrier && st.size == 1) ||
-                       (!p2p && a.kind != CollectiveKind::kBarrier && a.kind != CollectiveKind::kAllToAllV &&
-                        !a.has_views() && a.count == 0);
+  // Nothing to move: a group of one with no elements (or a barrier). In a larger group a call with no elements
+  // still exchanges its (empty) messages, so that a peer calling with elements is told of the mismatch by the
+  // length checks at once instead of waiting out its deadline.
+  const bool nothing = st.size == 1 && (a.kind == CollectiveKind::kBarrier ||
+                                        (!p2p && a.kind != CollectiveKind::kAllToAllV && !a.has_views() && a.count == 0));
   if (nothing) return completed_work(desc());
 
   const ucx::AlgorithmChoice choice = a.has_views()

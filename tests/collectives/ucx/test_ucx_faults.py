@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fault scenarios of the UCX communicator on real processes (ucx_faults_test.cc), run through dtrun.
 
-usage: test_ucx_faults.py DTRUN BINARY SCENARIO NPROC
+usage: test_ucx_faults.py DTRUN BINARY SCENARIO NPROC [ARG]
 
 Each rank writes what it saw to $DT_TEST_OUT/rank<R>.txt; this script checks the files, dtrun's exit code and the
 time it took (a hang is a failure, not a timeout of the test harness).
@@ -22,6 +22,8 @@ def main():
     if scenario == "kill":
         victim = nproc - 2 if nproc > 2 else 1
         args.append(str(victim))
+    if scenario == "mismatch_zero":
+        args.append(sys.argv[5])
     if scenario == "mismatch_kind":
         env["DT_TIMEOUT_S"] = "2"
     if scenario == "debug_mismatch":
@@ -73,6 +75,14 @@ def main():
                 check("rank 0" in text, f"rank {r}'s error does not name rank 0")
             if scenario == "mismatch_count":
                 check("later call:" in text, f"rank {r}: a call after the failure must fail at once")
+    elif scenario == "mismatch_zero":
+        check(proc.returncode == 0, "every rank must report the mismatch and exit 0")
+        check(elapsed < 20, f"took {elapsed:.1f} s: a mismatch must be reported, not waited out (deadline 30 s)")
+        for r in range(nproc):
+            text = files[r]
+            check("error" in text, f"rank {r} reported no error")
+            check("mismatched" in text or "reported" in text, f"rank {r}'s error does not say the calls mismatched")
+            check("rank " in text, f"rank {r}'s error names no peer")
     elif scenario == "mismatch_kind":
         check(proc.returncode == 0, "every rank must report the mismatch and exit 0")
         check(elapsed < 20, f"took {elapsed:.1f} s with a 2 s deadline")

@@ -5,6 +5,8 @@
 //   mismatch_count    rank 0 calls all_reduce with one element more than the others: an error, never garbage.
 //   mismatch_kind     rank 0 calls all_gather while the others call reduce_scatter: the deadline (DT_TIMEOUT_S)
 //                     fires with an error naming the call and the peers awaited.
+//   mismatch_zero K   rank 0 calls collective K (all_gather, all_to_all, all_reduce) with no elements while the others
+//                     pass 1000: an error from the length checks at once, not a wait for the deadline.
 //   debug_mismatch    like mismatch_count under DT_DEBUG_COLLECTIVES=1: the funnel's signature check names the ranks.
 //   wait_timeout      rank 0 arrives late; the others' wait(short timeout) throws a TimeoutError naming rank 0, and
 //                     a later wait() still completes the same call (a caller's timeout does not break the group).
@@ -93,6 +95,27 @@ int scenario_mismatch(dt::Communicator& c) {
   return 3;
 }
 
+int scenario_mismatch_zero(dt::Communicator& c, const std::string& kind) {
+  const int r = c.rank(), n = c.size();
+  const int64_t count = r == 0 ? 0 : 1000;
+  std::vector<float> in(size_t(1000 * n), 1.0f), out(size_t(1000 * n), 0.0f);
+  auto t0 = Clock::now();
+  try {
+    c.all_reduce(in.data(), out.data(), 10, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
+    if (kind == "all_gather")
+      c.all_gather(in.data(), out.data(), count, dt::DType::f32, dt::Device::cpu())->wait();
+    else if (kind == "all_to_all")
+      c.all_to_all(in.data(), out.data(), count, dt::DType::f32, dt::Device::cpu())->wait();
+    else
+      c.all_reduce(in.data(), out.data(), count, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
+  } catch (const dt::Error& e) {
+    report_error(e, t0);
+    return 0;
+  }
+  report("no error");
+  return 3;
+}
+
 int scenario_mismatch_kind(dt::Communicator& c) {
   const int r = c.rank(), n = c.size();
   std::vector<float> a(size_t(4 * n), 1.0f), b(size_t(4 * n), 0.0f);
@@ -139,7 +162,7 @@ int scenario_wait_timeout(dt::Communicator& c) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s kill V | mismatch_count | mismatch_kind | debug_mismatch | wait_timeout\n",
+    std::fprintf(stderr, "usage: %s kill V | mismatch_count | mismatch_zero K | mismatch_kind | debug_mismatch | wait_timeout\n",
                  argv[0]);
     return 2;
   }
@@ -161,6 +184,8 @@ int main(int argc, char** argv) {
     rc = scenario_mismatch(*comm);
   else if (mode == "debug_mismatch")
     rc = scenario_mismatch(*comm);
+  else if (mode == "mismatch_zero" && argc > 2)
+    rc = scenario_mismatch_zero(*comm, argv[2]);
   else if (mode == "mismatch_kind")
     rc = scenario_mismatch_kind(*comm);
   else if (mode == "wait_timeout")
