@@ -11,6 +11,9 @@
 # pages: Note [Huge pages for host blocks] in core/allocator.cc), against the same OpenMPI figures. The targets are
 # judged on the malloc'ed rows; a second count says how the pool rows fare against them.
 #
+# For all_gather and all_to_all from 64 KiB it also prints each library against the copy floor measured in the same
+# rounds (bench/copy_floor: the own block by memcpy and each peer's block by one process_vm_readv, nothing else).
+#
 # Then the other benchmarks of the build (bench/ops: local op kernels against raw BLAS), each printing its own table.
 #
 # Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
@@ -26,6 +29,7 @@ samples=${DT_BENCH_SAMPLES:-9}
 warmup=${DT_BENCH_WARMUP:-3}
 anchors=${DT_BENCH_ANCHORS:-/work/shared/anchors}
 bench="$build/bench/collectives"
+floor_bench="$build/bench/copy_floor"
 dtrun="$build/tools/dtrun"
 only=${DT_BENCH_ONLY:-}
 if [ -z "$only" ] || [ "$only" = ops ]; then
@@ -85,6 +89,11 @@ for round in $(seq 1 "$rounds"); do
         # The same with buffers from dtensor's pool, as tensors get them (huge pages).
         DT_BENCH_BUFFERS=pool "$dtrun" --nproc-per-node "$n" "${wrap[@]}" "$bench" "$samples" "$warmup" \
           all_gather,all_gather_inplace,reduce_scatter,all_reduce,all_to_all 2>/dev/null | tee -a "$results"
+        # The copies every all_gather / all_to_all must make, alone (bench/copy_floor).
+        if [ -x "$floor_bench" ]; then
+          "$dtrun" --nproc-per-node "$n" "${wrap[@]}" "$floor_bench" "$samples" "$warmup" 2>/dev/null |
+            tee -a "$results" || true
+        fi
       elif [ "$mpi" = 1 ]; then
         "$anchors/run_mpi.sh" "$n" "$samples" "$warmup" 2>/dev/null | grep '^{' | tee -a "$results"
       fi
@@ -199,6 +208,21 @@ for n in sorted({k[2] for k in rows}):
 if perftest:
     print("\nUCX one-way tag latency on this host (ucx_perftest tag_lat, 2 pinned processes): " +
           ", ".join(f"{size_name(b) if b >= 1024 else b} {us:.2f} us" for b, us in sorted(perftest.items())))
+# The copy floor (bench/copy_floor: own block by memcpy, each peer's block by one process_vm_readv, no
+# synchronisation) against each library, from 64 KiB (below that both libraries copy through shared-memory queues,
+# which beat a system call).
+floor_rows = [(k[1], k[2], k[3]) for k in rows if k[0] == "copy-floor" and k[3] >= 64 << 10]
+if floor_rows:
+    print("\nall_gather / all_to_all against the copy floor (malloc'ed buffers): busbw as % of the floor's")
+    print(f"{'op':<12} {'ranks':>5} {'size':>8} {'floor_us':>9} {'dtensor':>8} {'OpenMPI':>8} {'pool':>8}")
+    for op, n, b in sorted(floor_rows):
+        f = med(("copy-floor", op, n, b))
+        cells = []
+        for impl in ("dtensor-ucx", "openmpi-vader", "dtensor-ucx-pool"):
+            v = med((impl, op, n, b))
+            cells.append(f"{100 * v[0] / f[0]:.0f}%" if v and f and f[0] > 0 else "-")
+        t = statistics.median(x["time_us"] for x in rows[("copy-floor", op, n, b)])
+        print(f"{op:<12} {n:>5} {size_name(b):>8} {t:>9.1f} {cells[0]:>8} {cells[1]:>8} {cells[2]:>8}")
 if targets:
     missed = [t for t in targets if t[2] < t[3]]
     print(f"\n2-rank targets against OpenMPI: {len(targets) - len(missed)} of {len(targets)} met")
