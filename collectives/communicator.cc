@@ -1,8 +1,10 @@
 #include "collectives/communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -125,6 +127,14 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
   DT_CHECK_ARG(comm.supports(a.device), what(), ": buffers on ", a.device, " are not supported by the ",
                comm.backend_name(), " backend");
   const int n = comm.size();
+  const bool reduces = a.kind == CollectiveKind::kAllReduce || a.kind == CollectiveKind::kReduceScatter;
+  DT_CHECK_ARG(a.kind == CollectiveKind::kBarrier || is_valid_dtype(a.dtype), what(), ": invalid dtype (value ",
+               int(a.dtype), ")");
+  DT_CHECK_ARG(!reduces || is_valid_reduce_op(a.op), what(), ": invalid reduce op (value ", int(a.op), ")");
+  // The largest element count a call may address (all_gather's output holds n blocks): its bytes must fit an int64.
+  const int64_t max_elems = std::numeric_limits<int64_t>::max() / int64_t(std::max<size_t>(1, a.elem_size())) /
+                            std::max(1, n);
+  DT_CHECK_ARG(a.count <= max_elems, what(), ": count ", a.count, " is too large (its bytes overflow)");
   auto need = [&](const void* p, const char* name) {
     DT_CHECK_ARG(a.count == 0 || p != nullptr, what(), ": ", name, " buffer is null");
   };
@@ -181,6 +191,26 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
       check_vec(a.send_displs, "send_displs");
       check_vec(a.recv_counts, "recv_counts");
       check_vec(a.recv_displs, "recv_displs");
+      // Every block's end must be addressable, each buffer present when it has elements, and the blocks received
+      // must not overlap (two peers would write the same elements).
+      std::vector<std::pair<int64_t, int64_t>> recv_blocks;  // (displ, count) of the non-empty ones
+      int64_t send_total = 0, recv_total = 0;
+      for (int j = 0; j < n; ++j) {
+        const int64_t sc = a.send_counts[size_t(j)], sd = a.send_displs[size_t(j)];
+        const int64_t rc = a.recv_counts[size_t(j)], rd = a.recv_displs[size_t(j)];
+        DT_CHECK_ARG(sc <= max_elems && sd <= max_elems - sc && rc <= max_elems && rd <= max_elems - rc, what(),
+                     ": the block for rank ", j, " lies beyond any buffer (count + displacement overflows)");
+        send_total += sc;
+        recv_total += rc;
+        if (rc > 0) recv_blocks.emplace_back(rd, rc);
+      }
+      DT_CHECK_ARG(send_total == 0 || a.send != nullptr, what(), ": send buffer is null");
+      DT_CHECK_ARG(recv_total == 0 || a.recv != nullptr, what(), ": recv buffer is null");
+      std::sort(recv_blocks.begin(), recv_blocks.end());
+      for (size_t i = 1; i < recv_blocks.size(); ++i)
+        DT_CHECK_ARG(recv_blocks[i - 1].first + recv_blocks[i - 1].second <= recv_blocks[i].first, what(),
+                     ": received blocks overlap (elements ", recv_blocks[i].first, " to ",
+                     recv_blocks[i - 1].first + recv_blocks[i - 1].second - 1, " would be written twice)");
       break;
     }
     case CollectiveKind::kBarrier:

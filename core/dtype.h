@@ -69,6 +69,9 @@ constexpr bool is_floating(DType t) {
   return false;
 }
 
+// Whether `t` is one of the enumerators (a value cast from a wrong integer is not).
+constexpr bool is_valid_dtype(DType t) { return int(t) < kNumDTypes; }
+
 // Parses "f32", "bf16", ...; throws InvalidArgument naming the accepted names otherwise.
 DType dtype_from_name(std::string_view name);
 

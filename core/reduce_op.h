@@ -24,6 +24,9 @@ constexpr const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+// Whether `op` is one of the enumerators (a value cast from a wrong integer is not).
+constexpr bool is_valid_reduce_op(ReduceOp op) { return uint8_t(op) <= uint8_t(ReduceOp::kProduct); }
+
 // Parses "sum", "avg", "max", "min", "product" (also "prod"); throws InvalidArgument otherwise.
 ReduceOp reduce_op_from_name(std::string_view name);
 

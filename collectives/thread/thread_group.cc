@@ -429,7 +429,8 @@ void ThreadGroup::on_abort(const std::string& reason) {
     std::lock_guard<std::mutex> lock(mu_);
     for (Channel& c : channels_) {
       for (auto& m : c.sends) works.push_back(std::move(m.work));
-      for (auto& r : c.recvs) works.push_back(std::move(r->work));
+      // Copied, not moved: the receiving communicator still holds the PendingRecv and waits on its Work.
+      for (auto& r : c.recvs) works.push_back(r->work);
       c.sends.clear();
       c.recvs.clear();
     }

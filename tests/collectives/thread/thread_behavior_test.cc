@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -249,6 +250,38 @@ TEST(ThreadOrder, UnsupportedDeviceIsRejectedAtTheEntry) {
   });
 }
 
+TEST(ThreadOrder, BadArgumentsAreRejectedAtTheEntry) {
+  // validate_collective (shared by every backend): each call fails on the calling rank before anything is sent, so
+  // the group stays usable.
+  run_threads(2, [&](CommunicatorPtr comm) {
+    float buf[8] = {};
+    const auto cpu = Device::cpu();
+    expect_throw_with<InvalidArgument>(
+        [&] { comm->all_to_allv(nullptr, {2, 2}, {0, 2}, buf, {2, 2}, {0, 2}, DType::f32, cpu); },
+        {"send buffer is null"});
+    expect_throw_with<InvalidArgument>(
+        [&] { comm->all_to_allv(buf, {2, 2}, {0, 2}, nullptr, {2, 2}, {0, 2}, DType::f32, cpu); },
+        {"recv buffer is null"});
+    expect_throw_with<InvalidArgument>(
+        [&] { comm->all_to_allv(buf, {2, 2}, {0, 2}, buf + 4, {3, 2}, {0, 2}, DType::f32, cpu); },
+        {"received blocks overlap"});
+    const int64_t huge = std::numeric_limits<int64_t>::max() - 1;
+    expect_throw_with<InvalidArgument>(
+        [&] { comm->all_to_allv(buf, {2, 2}, {0, huge}, buf + 4, {2, 2}, {0, 2}, DType::f32, cpu); },
+        {"overflows"});
+    expect_throw_with<InvalidArgument>(
+        [&] { comm->all_gather(buf, buf, std::numeric_limits<int64_t>::max() / 3, DType::f32, cpu); },
+        {"too large"});
+    expect_throw_with<InvalidArgument>(
+        [&] { comm->all_reduce(buf, buf, 4, DType::f32, static_cast<ReduceOp>(17), cpu); }, {"invalid reduce op"});
+    expect_throw_with<InvalidArgument>([&] { comm->all_gather(buf, buf, 1, static_cast<DType>(77), cpu); },
+                                       {"invalid dtype"});
+    // Empty all_to_allv blocks may share a displacement and need no buffer.
+    comm->all_to_allv(nullptr, {0, 0}, {0, 0}, nullptr, {0, 0}, {0, 0}, DType::f32, cpu)->wait();
+    comm->barrier()->wait();
+  });
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Mismatched calls: an error on every rank naming the ranks, never a hang or garbage.
 
@@ -381,6 +414,29 @@ TEST_F(ThreadFailure, AbortWakesSubGroupsAndFailsLaterCalls) {
     EXPECT_TRUE(tc->aborted());
   });
   EXPECT_LT(seconds_since(t0), 20.0);
+}
+
+TEST_F(ThreadFailure, AbortWithAPendingReceiveFailsItAndLaterCalls) {
+  // The abort used to take the Work out of the pending receive that the communicator still held: its later calls
+  // and its destructor then dereferenced null (a crash, about one run in six for a peer that throws).
+  for (int round = 0; round < 20; ++round) {
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      run_threads(2, [&](CommunicatorPtr comm) {
+        if (comm->rank() == 1) throw std::runtime_error("rank 1 bails out");
+        std::vector<float> buf(5);
+        WorkPtr w = comm->recv(buf.data(), 5, DType::f32, 1, Device::cpu());
+        expect_throw_with<RemoteError>([&] { w->wait(); }, {"rank 1"});
+        float x = 1;
+        expect_throw_with<RemoteError>(
+            [&] { comm->all_reduce(&x, &x, 1, DType::f32, ReduceOp::kSum, Device::cpu())->wait(); }, {"rank 1"});
+      });
+      ADD_FAILURE() << "run_threads should rethrow rank 1's exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "rank 1 bails out");
+    }
+    EXPECT_LT(seconds_since(t0), 20.0);
+  }
 }
 
 // Keeps a rank alive (without calls) until the others are done, so that they time out instead of seeing it gone.
