@@ -8,7 +8,14 @@ namespace dt {
 
 int64_t shape_numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  bool overflow = false;
+  for (int64_t s : shape) overflow = __builtin_mul_overflow(n, s, &n) || overflow;
+  // A zero size makes any product of the others harmless: only a non-empty shape can be too large.
+  if (overflow) {
+    for (int64_t s : shape)
+      if (s == 0) return 0;
+    DT_THROW(InvalidArgument, "shape ", shape_str(shape), " has more elements than an int64 can count");
+  }
   return n;
 }
 

@@ -13,9 +13,24 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int
   DT_ASSERT(shape_.size() == strides_.size());
 }
 
+namespace {
+// A dim of `t` (negative counts from the end) for the view `what`: 0-d and undefined tensors have none.
+int64_t dim_of(const Tensor& t, int64_t d, const char* what) {
+  DT_CHECK_ARG(t.defined(), what, " of an undefined tensor");
+  DT_CHECK_ARG(t.dim() > 0, what, "(dim=", d, ") of a 0-d tensor: it has no dims");
+  return wrap_dim(d, t.dim(), "dim");
+}
+}  // namespace
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape) DT_CHECK_ARG(s >= 0, "tensor sizes must be non-negative, got ", shape_str(shape));
-  size_t nbytes = size_t(shape_numel(shape)) * dtype_size(dtype);
+  DT_CHECK_ARG(is_valid_dtype(dtype), "invalid dtype (value ", int(dtype), ") for a tensor of shape ",
+               shape_str(shape));
+  const int64_t numel = shape_numel(shape);
+  int64_t bytes = 0;
+  DT_CHECK_ARG(!__builtin_mul_overflow(numel, int64_t(dtype_size(dtype)), &bytes), "shape ", shape_str(shape),
+               " of ", dtype_name(dtype), " needs more bytes than an int64 can count");
+  size_t nbytes = size_t(bytes);
   return Tensor(Storage::create(nbytes, device), shape, contiguous_strides(shape), 0, dtype);
 }
 
@@ -40,6 +55,7 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device device, Storage::Deleter deleter,
                          const Shape& strides) {
+  DT_CHECK_ARG(is_valid_dtype(dtype), "from_blob: invalid dtype (value ", int(dtype), ")");
   Shape st = strides.empty() && !shape.empty() ? contiguous_strides(shape) : strides;
   DT_CHECK_ARG(st.size() == shape.size(), "from_blob: ", st.size(), " strides given for ", shape.size(), " dims");
   int64_t span = 1;
@@ -52,19 +68,23 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, Device dev
     span = 1;
     for (size_t i = 0; i < shape.size(); ++i) span += (shape[i] - 1) * st[i];
   }
+  DT_CHECK_ARG(span == 0 || data != nullptr, "from_blob: null data for shape ", shape_str(shape));
   auto storage = Storage::wrap(data, size_t(span) * dtype_size(dtype), device, std::move(deleter));
   return Tensor(std::move(storage), shape, st, 0, dtype);
 }
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
   DT_CHECK_ARG(n >= 0, "arange: n must be non-negative, got ", n);
-  std::vector<double> v(static_cast<size_t>(n));
-  std::iota(v.begin(), v.end(), 0.0);
-  return from_vector(v, {n}, dtype);
+  Tensor t = empty({n}, dtype);  // a size no memory holds fails here, as a dt::Error
+  dispatch_dtype(dtype, [&]<typename T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = from_double<T>(double(i));
+  });
+  return t;
 }
 
-int64_t Tensor::size(int64_t d) const { return shape_[size_t(wrap_dim(d, dim()))]; }
-int64_t Tensor::stride(int64_t d) const { return strides_[size_t(wrap_dim(d, dim()))]; }
+int64_t Tensor::size(int64_t d) const { return shape_[size_t(dim_of(*this, d, "size"))]; }
+int64_t Tensor::stride(int64_t d) const { return strides_[size_t(dim_of(*this, d, "stride"))]; }
 
 Device Tensor::device() const {
   DT_CHECK_ARG(defined(), "device() of an undefined tensor");
@@ -93,13 +113,34 @@ void* Tensor::data_ptr() const {
 
 Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
   DT_CHECK_ARG(defined(), "view of an undefined tensor");
+  DT_CHECK_ARG(shape.size() == strides.size(), "as_strided: ", strides.size(), " strides given for shape ",
+               shape_str(shape));
+  DT_CHECK_ARG(offset >= 0, "as_strided: negative offset ", offset);
+  // Every element of the view must lie in the storage (its size is kept while the storage is released).
+  int64_t last = offset;
+  bool empty = false, overflow = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    DT_CHECK_ARG(shape[i] >= 0 && strides[i] >= 0, "as_strided: negative size or stride in shape ", shape_str(shape),
+                 " strides ", shape_str(strides));
+    if (shape[i] == 0) empty = true;
+    int64_t span = 0;
+    overflow = overflow || __builtin_mul_overflow(std::max<int64_t>(shape[i] - 1, 0), strides[i], &span) ||
+               __builtin_add_overflow(last, span, &last);
+  }
+  if (!empty) {
+    const int64_t have = int64_t(storage_->nbytes() / element_size());
+    DT_CHECK_ARG(!overflow && last < have, "as_strided: shape ", shape_str(shape), " strides ", shape_str(strides),
+                 " at offset ", offset, " reaches element ", overflow ? std::string("beyond int64") : std::to_string(last),
+                 " of a storage of ", have, " elements");
+  }
   return Tensor(storage_, shape, strides, offset, dtype_);
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
-  d = wrap_dim(d, dim());
+  d = dim_of(*this, d, "narrow");
   int64_t n = shape_[size_t(d)];
-  DT_CHECK_ARG(start >= 0 && length >= 0 && start + length <= n, "narrow(dim=", d, ", start=", start, ", length=",
+  DT_CHECK_ARG(start >= 0 && length >= 0 && start <= n && length <= n - start, "narrow(dim=", d, ", start=", start,
+               ", length=",
                length, ") is out of range for size ", n, " of shape ", shape_str(shape_));
   Shape sh = shape_;
   sh[size_t(d)] = length;
@@ -107,7 +148,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
-  d = wrap_dim(d, dim());
+  d = dim_of(*this, d, "select");
   int64_t n = shape_[size_t(d)];
   DT_CHECK_ARG(index >= -n && index < n, "select(dim=", d, ", index=", index, ") is out of range for size ", n);
   if (index < 0) index += n;
@@ -119,7 +160,7 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 
 std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {
   DT_CHECK_ARG(chunks > 0, "chunk: number of chunks must be positive, got ", chunks);
-  d = wrap_dim(d, dim());
+  d = dim_of(*this, d, "chunk");
   int64_t n = shape_[size_t(d)];
   // torch.chunk: chunk size = ceil(n / chunks); may return fewer chunks than asked.
   int64_t cs = std::max<int64_t>(ceil_div(n, chunks), 1);
@@ -128,7 +169,7 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t d) const {
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
   DT_CHECK_ARG(split_size > 0, "split: split size must be positive, got ", split_size);
-  d = wrap_dim(d, dim());
+  d = dim_of(*this, d, "split");
   int64_t n = shape_[size_t(d)];
   std::vector<Tensor> out;
   if (n == 0) {
@@ -140,7 +181,7 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
 }
 
 std::vector<Tensor> Tensor::split_with_sizes(const std::vector<int64_t>& sizes, int64_t d) const {
-  d = wrap_dim(d, dim());
+  d = dim_of(*this, d, "split_with_sizes");
   int64_t total = 0;
   for (int64_t s : sizes) {
     DT_CHECK_ARG(s >= 0, "split_with_sizes: sizes must be non-negative, got ", shape_str(sizes));
@@ -230,8 +271,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  d0 = wrap_dim(d0, dim());
-  d1 = wrap_dim(d1, dim());
+  d0 = dim_of(*this, d0, "transpose");
+  d1 = dim_of(*this, d1, "transpose");
   Shape sh = shape_, st = strides_;
   std::swap(sh[size_t(d0)], sh[size_t(d1)]);
   std::swap(st[size_t(d0)], st[size_t(d1)]);
@@ -263,7 +304,7 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
-  d = wrap_dim(d, dim());
+  d = dim_of(*this, d, "squeeze");
   if (shape_[size_t(d)] != 1) return *this;
   Shape sh = shape_, st = strides_;
   sh.erase(sh.begin() + d);
@@ -294,6 +335,7 @@ Tensor Tensor::expand(const Shape& shape) const {
       continue;
     }
     int64_t cur = shape_[i - lead];
+    DT_CHECK_ARG(shape[i] >= -1, "expand: negative size in ", shape_str(shape));
     int64_t want = shape[i] == -1 ? cur : shape[i];
     DT_CHECK_ARG(cur == want || cur == 1, "expand: cannot expand ", shape_str(shape_), " to ", shape_str(shape),
                  " (dim ", i, ": ", cur, " -> ", want, ")");

@@ -83,19 +83,30 @@ void cpu_copy(const Tensor& dst, const Tensor& src) {
   });
 }
 
+// Elements [first, last] of the storage that a strided view touches.
+std::pair<int64_t, int64_t> element_span(const Tensor& t) {
+  int64_t hi = t.offset();
+  for (int64_t d = 0; d < t.dim(); ++d) hi += (t.shape()[size_t(d)] - 1) * t.strides()[size_t(d)];
+  return {t.offset(), hi};
+}
+
+// Whether copying `src` into `dst` would read elements that the copy already wrote: the two share memory and are
+// not the very same view (copying a view onto itself changes nothing).
+bool partially_overlaps(const Tensor& dst, const Tensor& src) {
+  if (dst.storage() != src.storage() || dst.numel() == 0) return false;
+  if (dst.offset() == src.offset() && dst.strides() == src.strides() && dst.dtype() == src.dtype()) return false;
+  const auto [dlo, dhi] = element_span(dst);
+  const auto [slo, shi] = element_span(src);
+  const int64_t de = int64_t(dst.element_size()), se = int64_t(src.element_size());
+  return dlo * de < (shi + 1) * se && slo * se < (dhi + 1) * de;
+}
+
 #if defined(DT_WITH_CUDA)
 void cuda_check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
     cudaGetLastError();
     DT_THROW(CudaError, what, ": ", cudaGetErrorString(e));
   }
-}
-
-// Elements [first, last] of the storage that a strided view touches.
-std::pair<int64_t, int64_t> element_span(const Tensor& t) {
-  int64_t hi = t.offset();
-  for (int64_t d = 0; d < t.dim(); ++d) hi += (t.shape()[size_t(d)] - 1) * t.strides()[size_t(d)];
-  return {t.offset(), hi};
 }
 
 // A host tensor holding a copy of the storage span of the CUDA tensor `t`, viewed with t's strides.
@@ -125,6 +136,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
   DT_CHECK_ARG(defined() && src.defined(), "copy_: undefined tensor");
   Tensor s = src.shape() == shape_ ? src : src.expand(shape_);
   if (numel() == 0) return *this;
+  // a.copy_(a.t()) and the like: read from a snapshot, as if the source had been copied first.
+  if (partially_overlaps(*this, s)) s = s.clone();
   Device dd = device(), sd = s.device();
   if (dd.is_cpu() && sd.is_cpu()) {
     cpu_copy(*this, s);
@@ -178,6 +191,7 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return *this;
+  DT_CHECK_ARG(is_valid_dtype(dtype), "to(): invalid dtype (value ", int(dtype), ")");
   Tensor out = empty(shape_, dtype, device());
   out.copy_(*this);
   return out;

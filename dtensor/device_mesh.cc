@@ -117,6 +117,13 @@ const std::vector<int64_t>& DeviceMesh::coordinate() const {
   return impl().coord;
 }
 
+int64_t DeviceMesh::local_rank(int64_t mesh_dim) const {
+  const std::vector<int64_t>& c = coordinate();
+  DT_CHECK_ARG(mesh_dim >= 0 && mesh_dim < int64_t(c.size()), "mesh dim ", mesh_dim, " is out of range for ",
+               to_string());
+  return c[size_t(mesh_dim)];
+}
+
 const CommunicatorPtr& DeviceMesh::comm(int64_t mesh_dim) const {
   DT_CHECK_ARG(is_member(), "rank ", global_rank(), " is not part of ", to_string(), " and has no communicator");
   DT_CHECK_ARG(mesh_dim >= 0 && mesh_dim < ndim(), "mesh dim ", mesh_dim, " is out of range for ", to_string());

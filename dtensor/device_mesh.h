@@ -44,7 +44,7 @@ class DeviceMesh {
   // This rank's coordinate (members only).
   const std::vector<int64_t>& coordinate() const;
   // This rank's index along a mesh dim (its rank in that dim's communicator).
-  int64_t local_rank(int64_t mesh_dim) const { return coordinate().at(size_t(mesh_dim)); }
+  int64_t local_rank(int64_t mesh_dim) const;
   int64_t local_rank(const std::string& name) const { return local_rank(shape().dim_index(name)); }
 
   // The communicator along a mesh dim (members only), and the one spanning the mesh (group rank = linear index).

@@ -208,8 +208,9 @@ OpRule narrow_rule() {
     const Shape& x = s.inputs[0].shape;
     const int64_t dim = wrap(s, s.params.get_int("dim"), int64_t(x.size()));
     const int64_t start = s.params.get_int("start"), length = s.params.get_int("length");
-    DT_CHECK_ARG(!x.empty() && start >= 0 && length >= 0 && start + length <= x[size_t(dim)], "dt::narrow: [", start,
-                 ", ", start + length, ") is out of range for dim ", dim, " of ", shape_str(x));
+    DT_CHECK_ARG(!x.empty() && start >= 0 && length >= 0 && start <= x[size_t(dim)] && length <= x[size_t(dim)] - start,
+                 "dt::narrow: start ", start, ", length ", length, " is out of range for dim ", dim, " of ",
+                 shape_str(x));
     Shape out = x;
     out[size_t(dim)] = length;
     return std::vector<OutputMeta>{{out, s.inputs[0].dtype}};

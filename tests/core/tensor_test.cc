@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/allocator.h"
@@ -210,6 +211,57 @@ TEST(Tensor, FromBlobIsZeroCopy) {
     EXPECT_EQ(buf, (std::vector<float>{1, 0, 3, 4, 0, 6}));
   }
   EXPECT_TRUE(freed);
+}
+
+TEST(Tensor, BadViewsAndSizesAreErrors) {
+  // 0-d and undefined tensors have no dims to view along.
+  Tensor s = Tensor::full({}, 1);
+  EXPECT_THROW(s.size(0), InvalidArgument);
+  EXPECT_THROW(s.stride(-1), InvalidArgument);
+  EXPECT_THROW(s.narrow(0, 0, 1), InvalidArgument);
+  EXPECT_THROW(s.select(0, 0), InvalidArgument);
+  EXPECT_THROW(s.transpose(0, 0), InvalidArgument);
+  EXPECT_THROW(s.chunk(2, 0), InvalidArgument);
+  EXPECT_THROW(s.split(1, 0), InvalidArgument);
+  EXPECT_THROW(s.squeeze(0), InvalidArgument);
+  EXPECT_EQ(s.unsqueeze(0).shape(), Shape{1});  // a 0-d tensor still gains a dim
+  EXPECT_THROW(Tensor().narrow(0, 0, 0), InvalidArgument);
+  EXPECT_THROW(Tensor().select(0, 0), InvalidArgument);
+
+  // as_strided stays inside the storage.
+  Tensor a = Tensor::arange(4);
+  EXPECT_THROW(a.as_strided({1000000}, {1}, 0), InvalidArgument);
+  EXPECT_THROW(a.as_strided({2}, {1}, -100000000), InvalidArgument);
+  EXPECT_THROW(a.as_strided({2, 2}, {1}, 0), InvalidArgument);
+  EXPECT_THROW(a.as_strided({2}, {std::numeric_limits<int64_t>::max()}, 0), InvalidArgument);
+  EXPECT_THROW(a.as_strided({2}, {-1}, 3), InvalidArgument);
+  EXPECT_EQ(a.as_strided({2, 2}, {1, 2}, 0).to_vector(), (std::vector<double>{0, 2, 1, 3}));
+  EXPECT_EQ(a.as_strided({0, 5}, {100, 100}, 4).numel(), 0);  // empty views reach nothing
+
+  // Sizes whose sum or product overflows.
+  EXPECT_THROW(a.narrow(0, std::numeric_limits<int64_t>::max(), 2), InvalidArgument);
+  EXPECT_THROW(Tensor::empty({int64_t(1) << 33, int64_t(1) << 33, 4}), InvalidArgument);
+  EXPECT_THROW(Tensor::empty({int64_t(1) << 62}, DType::f64), InvalidArgument);
+  EXPECT_EQ(Tensor::empty({int64_t(1) << 40, 0, int64_t(1) << 40}).numel(), 0);
+  EXPECT_THROW(Tensor::ones({1}).expand({-5}), InvalidArgument);
+  EXPECT_THROW(Tensor::arange(int64_t(1) << 60), Error);  // no memory holds it: a dt::Error, not std::length_error
+
+  // Invalid enum values and null memory.
+  EXPECT_THROW(Tensor::empty({4}, static_cast<DType>(55)), InvalidArgument);
+  EXPECT_THROW(a.to(static_cast<DType>(55)), InvalidArgument);
+  EXPECT_THROW(Tensor::from_blob(nullptr, {4}, DType::f32, Device::cpu(), {}), InvalidArgument);
+}
+
+TEST(Tensor, CopyFromAnOverlappingViewReadsTheSourceAsItWas) {
+  Tensor a = Tensor::arange(4).view({2, 2});
+  a.copy_(a.t());
+  EXPECT_EQ(a.to_vector(), (std::vector<double>{0, 2, 1, 3}));
+  Tensor b = Tensor::arange(6);
+  b.narrow(0, 1, 5).copy_(b.narrow(0, 0, 5));  // shift right by one
+  EXPECT_EQ(b.to_vector(), (std::vector<double>{0, 0, 1, 2, 3, 4}));
+  Tensor c = Tensor::arange(3);
+  c.copy_(c);  // onto itself: nothing changes
+  EXPECT_EQ(c.to_vector(), (std::vector<double>{0, 1, 2}));
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // are InvalidArgument naming the op.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "core/logging.h"
 #include "dtensor/comm_counter.h"
 #include "kernels/ops/softmax.h"
@@ -90,6 +92,8 @@ TEST(DTensorOpsErrors, BadArgumentsNameTheOp) {
     DeviceMesh other = DeviceMesh::create(default_world(), Device::cpu(), {2}, {}, {1, 0});
     DTensor c = distribute_tensor(Tensor::randn({3, 4}, 3), other, {Replicate{}});
     expect_invalid([&] { add(a, c); }, "dt::add: b is on");
+    expect_invalid([&] { narrow(a, 1, std::numeric_limits<int64_t>::max(), 2); }, "dt::narrow: start");
+    expect_invalid([&] { mesh.local_rank(5); }, "mesh dim 5 is out of range");
   });
 }
 
