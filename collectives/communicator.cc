@@ -253,16 +253,22 @@ WorkPtr Communicator::submit(const CollectiveArgs& args) {
           break;
         }
     if (!differ.empty()) {
+      // "all_reduce(count=4, f32, sum)", "broadcast(count=4, f32, root=1)" as rank r's call #k.
+      auto call_of = [&](int r) {
+        const double* f = v.data() + size_t(r) * kFields;
+        const auto kind = CollectiveKind(int64_t(f[1]));
+        std::ostringstream c;
+        c << collective_kind_name(kind) << "(count=" << int64_t(f[2]) << ", " << dtype_name(DType(int64_t(f[3])));
+        if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter)
+          c << ", " << reduce_op_name(ReduceOp(int64_t(f[4])));
+        if (kind == CollectiveKind::kBroadcast) c << ", root=" << int64_t(f[5]);
+        c << ") as call #" << int64_t(f[0]);
+        return c.str();
+      };
       std::ostringstream os;
-      os << "mismatched collectives on " << backend_name() << " group of " << n << ": rank 0 called "
-         << collective_kind_name(CollectiveKind(int64_t(v[1]))) << "(count=" << int64_t(v[2]) << ", "
-         << dtype_name(DType(int64_t(v[3]))) << ") as call #" << int64_t(v[0]);
+      os << "mismatched collectives on " << backend_name() << " group of " << n << ": rank 0 called " << call_of(0);
       auto g = global_ranks();
-      for (int r : differ)
-        os << "; rank " << r << " (global " << g[size_t(r)] << ") called "
-           << collective_kind_name(CollectiveKind(int64_t(v[size_t(r * kFields + 1)]))) << "(count="
-           << int64_t(v[size_t(r * kFields + 2)]) << ", " << dtype_name(DType(int64_t(v[size_t(r * kFields + 3)])))
-           << ") as call #" << int64_t(v[size_t(r * kFields)]);
+      for (int r : differ) os << "; rank " << r << " (global " << g[size_t(r)] << ") called " << call_of(r);
       DT_THROW(InvalidArgument, os.str());
     }
   }

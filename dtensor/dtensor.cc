@@ -1,6 +1,8 @@
 #include "dtensor/dtensor.h"
 
+#include <functional>
 #include <sstream>
+#include <string>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -72,12 +74,19 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, std::ve
     return DTensor(contiguous, mesh, spec, *global_shape);
   }
 
-  // Exchange every rank's (ndim, shape) to infer the global shape exactly and check every rank against it.
+  // Exchange every rank's (ndim, shape) to infer the global shape exactly and check every rank against it, with what
+  // must agree everywhere: the dtype, the placements (and shard order) and the global shape given (if any).
   const int64_t n = ms.numel();
-  Tensor mine = Tensor::full({kMaxDims + 1}, -1, DType::i64);
-  mine.data<int64_t>()[0] = local.dim();
-  for (int64_t d = 0; d < local.dim(); ++d) mine.data<int64_t>()[d + 1] = local.size(d);
-  Tensor all = Tensor::empty({n * (kMaxDims + 1)}, DType::i64);
+  constexpr int64_t kFields = kMaxDims + 4;
+  const int64_t kDtype = kMaxDims + 1, kSpec = kMaxDims + 2, kGlobal = kMaxDims + 3;
+  Tensor mine = Tensor::full({kFields}, -1, DType::i64);
+  int64_t* m = mine.data<int64_t>();
+  m[0] = local.dim();
+  for (int64_t d = 0; d < local.dim(); ++d) m[d + 1] = local.size(d);
+  m[kDtype] = int64_t(local.dtype());
+  m[kSpec] = int64_t(std::hash<std::string>{}(spec.to_string()) >> 1);
+  m[kGlobal] = global_shape ? int64_t(std::hash<std::string>{}(shape_str(*global_shape)) >> 1) : -1;
+  Tensor all = Tensor::empty({n * kFields}, DType::i64);
   if (n > 1) {
     Tensor dev_mine = mine.to(mesh.device()), dev_all = all.to(mesh.device());
     mesh.mesh_comm()->all_gather(dev_mine, dev_all)->wait();
@@ -87,12 +96,22 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, std::ve
   }
   const int64_t* a = all.data<int64_t>();
   auto shape_of = [&](int64_t idx) {
-    const int64_t* p = a + idx * (kMaxDims + 1);
+    const int64_t* p = a + idx * kFields;
     return Shape(p + 1, p + 1 + p[0]);
   };
-  for (int64_t i = 0; i < n; ++i)
-    DT_CHECK_ARG(a[i * (kMaxDims + 1)] == local.dim(), "from_local: rank ", ms.ranks()[size_t(i)], " passed a ",
-                 a[i * (kMaxDims + 1)], "-d local tensor but rank ", mesh.global_rank(), " a ", local.dim(), "-d one");
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t* p = a + i * kFields;
+    const int64_t r = ms.ranks()[size_t(i)];
+    DT_CHECK_ARG(p[0] == local.dim(), "from_local: rank ", r, " passed a ", p[0], "-d local tensor but rank ",
+                 mesh.global_rank(), " a ", local.dim(), "-d one");
+    DT_CHECK_ARG(p[kDtype] == m[kDtype], "from_local: rank ", r, " passed a ",
+                 is_valid_dtype(DType(p[kDtype])) ? dtype_name(DType(p[kDtype])) : "?", " local tensor but rank ",
+                 mesh.global_rank(), " a ", dtype_name(local.dtype()), " one");
+    DT_CHECK_ARG(p[kSpec] == m[kSpec], "from_local: rank ", r, " passed other placements (or shard order) than rank ",
+                 mesh.global_rank(), "'s ", spec.to_string());
+    DT_CHECK_ARG(p[kGlobal] == m[kGlobal], "from_local: rank ", r, " passed another global shape than rank ",
+                 mesh.global_rank(), "'s ", global_shape ? shape_str(*global_shape) : std::string("(none)"));
+  }
   Shape global = global_shape ? *global_shape : Shape(size_t(local.dim()), 0);
   if (!global_shape) {
     // A sharded dim's size is the sum over the coordinates that vary only along its splitters (they tile it);

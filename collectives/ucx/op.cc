@@ -115,6 +115,7 @@ UcxOp::UcxOp(UcxWorker* worker, std::shared_ptr<CommState> comm, const Collectiv
       args_(scalars_of(call)),
       call_(&call),
       seq_(seq),
+      sig_(tag_signature(call)),
       lists_(take_lists()),
       timeout_(timeout) {
   deadline_ = now + timeout;
@@ -351,14 +352,14 @@ void UcxOp::post(Task& t) {
   ucs_status_ptr_t r;
   if (t.type == TaskType::kSend) {
     p.cb.send = send_cb;
-    const uint64_t tag = make_tag(kind, comm_->id, seq_, uint32_t(comm_->rank), t.slot);
+    const uint64_t tag = make_tag(kind, comm_->id, seq_, sig_, uint32_t(comm_->rank), t.slot);
     r = ucp_tag_send_nbx(worker_->ep(comm_->members[size_t(t.peer)]), t.src, size_t(t.n), tag, &p);
   } else {
     // No immediate completion: UCX 1.13 leaves recv_info unfilled on that path, and the received length must be
     // checked. The callback then runs before ucp_tag_recv_nbx returns when the message is already here.
     p.cb.recv = recv_cb;
     p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    const uint64_t tag = make_tag(kind, comm_->id, seq_, uint32_t(t.peer), t.slot);
+    const uint64_t tag = make_tag(kind, comm_->id, seq_, sig_, uint32_t(t.peer), t.slot);
     r = ucp_tag_recv_nbx(worker_->handle(), t.dst, size_t(t.n), tag, kFullMask, &p);
   }
   if (r == nullptr) {  // completed immediately: no callback follows

@@ -163,6 +163,9 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   // Called from UCX callbacks.
   void request_done(Task* t);
 
+  // The call's sequence number and digest in its messages' tags (tag.h).
+  uint32_t seq() const { return seq_; }
+  uint32_t signature() const { return sig_; }
   Clock::time_point deadline() const { return deadline_; }
   Work::Duration timeout() const { return timeout_; }
   Clock::time_point last_progress() const { return last_progress_; }
@@ -205,6 +208,7 @@ class UcxOp : public std::enable_shared_from_this<UcxOp> {
   CollectiveArgs args_;                   // scalars_of(the call)
   const CollectiveArgs* call_ = nullptr;  // the whole call, while building
   uint32_t seq_;
+  uint32_t sig_;  // tag_signature(the call): Note [Mismatched calls] in tag.h
   std::shared_ptr<UcxWork> work_;
   std::unique_ptr<Lists, Recycle> lists_;
   std::vector<Task>& tasks_ = lists_->tasks;

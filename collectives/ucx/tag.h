@@ -1,14 +1,24 @@
 // UCX tag layout. UCX matches a receive by (tag & mask) only, not by sender, so the tag carries everything that
 // tells two messages apart:
 //
-//   63..60 kind   the collective (or point-to-point, or the abort channel): different kinds never match, so ranks
-//                 that called different collectives time out naming the call instead of exchanging garbage
+//   63..60 kind   the collective (or point-to-point, or the abort channel): different kinds never match
 //   59..46 comm   the communicator id (world = 0; split() takes fresh ids from the store), so sub-groups sharing
 //                 the worker never cross-match
-//   45..32 seq    the call's sequence number in its communicator (per peer and direction for send/recv)
-//   31..16 src    the sender's rank in the communicator
+//   45..34 seq    the call's sequence number in its communicator (per peer and direction for send/recv); wraps
+//                 harmlessly: UCX delivers one sender's messages in order, and a communicator posts its calls'
+//                 receives in call order (only the head of its queue runs)
+//   33..30 sig    a 4-bit digest of what else both sides must agree on (dtype; reduce op; root), so that calls that
+//                 differ there never match either: no garbage from an f32 sum meeting an i32 max
+//   29..16 src    the sender's rank in the communicator (groups of at most 16384)
 //   15..0  slot   which message of the call (step and chunk); wraps harmlessly because UCX delivers the messages of
 //                 one sender in order and a call never has 65536 messages in flight between two ranks
+//
+// Note [Mismatched calls]
+// Messages of mismatched calls stay in the receiver's unexpected queue. When a call stalls, the worker looks there
+// for a message from an awaited peer with the same communicator and sequence number but another kind or digest: that
+// peer's call of the same number differs, and the call fails naming it (a debug mode, DT_DEBUG_COLLECTIVES=1,
+// compares whole signatures before every call). Calls that send nothing to this rank leave no such evidence; their
+// deadline names them.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +27,12 @@
 
 namespace dt::ucx {
 
-inline constexpr int kSeqBits = 14;
+inline constexpr int kSeqBits = 12;
 inline constexpr int kCommBits = 14;
 inline constexpr uint32_t kSeqMask = (1u << kSeqBits) - 1;
 inline constexpr uint32_t kCommMask = (1u << kCommBits) - 1;
-inline constexpr uint32_t kMaxGroupSize = 1u << 16;
+inline constexpr uint32_t kSigMask = 0xF;
+inline constexpr uint32_t kMaxGroupSize = 1u << 14;
 inline constexpr uint32_t kSlotCount = 1u << 16;
 
 // Kinds 0..8 are CollectiveKind (send and recv share kSend, being two ends of one message); 15 is the abort channel.
@@ -31,14 +42,28 @@ inline uint32_t tag_kind(CollectiveKind kind) {
   return kind == CollectiveKind::kRecv ? uint32_t(CollectiveKind::kSend) : uint32_t(kind);
 }
 
-inline uint64_t make_tag(uint32_t kind, uint32_t comm, uint32_t seq, uint32_t src, uint32_t slot) {
-  return (uint64_t(kind & 0xF) << 60) | (uint64_t(comm & kCommMask) << 46) | (uint64_t(seq & kSeqMask) << 32) |
-         (uint64_t(src & 0xFFFF) << 16) | uint64_t(slot & 0xFFFF);
+// The digest of the call's fields that both sides must agree on beyond kind and counts (see the layout above).
+inline uint32_t tag_signature(const CollectiveArgs& a) {
+  uint32_t h = uint32_t(a.dtype) * 7u;
+  if (a.kind == CollectiveKind::kAllReduce || a.kind == CollectiveKind::kReduceScatter) h += uint32_t(a.op) * 3u + 1u;
+  if (a.kind == CollectiveKind::kBroadcast) h += uint32_t(a.root) * 5u + 2u;
+  return (h ^ (h >> 4) ^ (h >> 8)) & kSigMask;
+}
+
+inline uint64_t make_tag(uint32_t kind, uint32_t comm, uint32_t seq, uint32_t sig, uint32_t src, uint32_t slot) {
+  return (uint64_t(kind & 0xF) << 60) | (uint64_t(comm & kCommMask) << 46) | (uint64_t(seq & kSeqMask) << 34) |
+         (uint64_t(sig & kSigMask) << 30) | (uint64_t(src & 0x3FFF) << 16) | uint64_t(slot & 0xFFFF);
 }
 inline constexpr uint64_t kFullMask = ~uint64_t(0);
 inline constexpr uint64_t kKindMask = uint64_t(0xF) << 60;
+// comm, seq and src: one peer's messages of one call, whatever their kind, digest and slot.
+inline constexpr uint64_t kCallMask =
+    (uint64_t(kCommMask) << 46) | (uint64_t(kSeqMask) << 34) | (uint64_t(0x3FFF) << 16);
 
-inline uint32_t tag_src(uint64_t tag) { return uint32_t((tag >> 16) & 0xFFFF); }
+inline uint32_t tag_kind_of(uint64_t tag) { return uint32_t(tag >> 60); }
+inline uint32_t tag_seq(uint64_t tag) { return uint32_t((tag >> 34) & kSeqMask); }
+inline uint32_t tag_sig(uint64_t tag) { return uint32_t((tag >> 30) & kSigMask); }
+inline uint32_t tag_src(uint64_t tag) { return uint32_t((tag >> 16) & 0x3FFF); }
 inline uint32_t tag_slot(uint64_t tag) { return uint32_t(tag & 0xFFFF); }
 
 }  // namespace dt::ucx

@@ -445,7 +445,7 @@ void UcxWorker::send_abort_locked(const CommState& comm, const std::string& text
     p.user_data = a.get();
     p.datatype = ucp_dt_make_contig(1);
     void* r2 = ucp_tag_send_nbx(eps_[size_t(g)], a->payload.data(), a->payload.size(),
-                                make_tag(kAbortKind, 0, 0, uint32_t(rank_), 0), &p);
+                                make_tag(kAbortKind, 0, 0, 0, uint32_t(rank_), 0), &p);
     if (UCS_PTR_IS_PTR(r2)) {
       a->request = r2;
       abort_sends_.push_back(std::move(a));
@@ -493,7 +493,7 @@ bool UcxWorker::poll_abort_locked() {
     p.cb.recv = abort_recv_cb;
     p.user_data = &a;
     p.datatype = ucp_dt_make_contig(1);
-    void* r = ucp_tag_recv_nbx(worker_, a.buf, AbortRecv::kMax, make_tag(kAbortKind, 0, 0, 0, 0), kKindMask, &p);
+    void* r = ucp_tag_recv_nbx(worker_, a.buf, AbortRecv::kMax, make_tag(kAbortKind, 0, 0, 0, 0, 0), kKindMask, &p);
     if (UCS_PTR_IS_ERR(r) || r == nullptr) {
       DT_LOG_WARN("UCX: cannot post the abort-channel receive: ", ucs_status_string(UCS_PTR_STATUS(r)));
       return got;
@@ -584,12 +584,45 @@ void UcxWorker::check_health_locked(Clock::time_point now) {
                                             " s; still waiting for: ", op->pending_summary()));
       continue;
     }
-    if (now - op->last_progress() >= stall_threshold_) stalled = true;
+    if (now - op->last_progress() >= stall_threshold_) {
+      stalled = true;
+      if (find_mismatch_locked(*op)) continue;
+    }
   }
   if (stalled && now >= next_liveness_) {
     next_liveness_ = now + std::chrono::milliseconds(500);
     check_peers_locked();
   }
+}
+
+bool UcxWorker::find_mismatch_locked(UcxOp& op) {
+  if (!op.started() || op.finished()) return false;
+  const CommState& c = *op.comm();
+  const CollectiveArgs& a = op.args();
+  const bool p2p = a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv;
+  const uint32_t kind = tag_kind(a.kind), send_kind = uint32_t(CollectiveKind::kSend);
+  for (int peer : op.pending_peers()) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h m =
+        ucp_tag_probe_nb(worker_, make_tag(0, c.id, op.seq(), 0, uint32_t(peer), 0), kCallMask, 0, &info);
+    if (m == nullptr) continue;
+    const uint32_t k = tag_kind_of(info.sender_tag);
+    // The abort channel, and point-to-point messages against collectives (separate sequence spaces), say nothing.
+    if (k == kAbortKind || (k == send_kind) != p2p) continue;
+    if (k == kind && tag_sig(info.sender_tag) == op.signature()) continue;  // this very call's, not yet taken
+    std::string what;
+    if (k != kind)
+      what = str_cat(peer_name(c, peer), " called ", collective_kind_name(CollectiveKind(k)),
+                     " as the same call of this communicator (mismatched collective calls)");
+    else if (p2p)
+      what = str_cat(peer_name(c, peer), " sent a message of another dtype (mismatched send and recv)");
+    else
+      what = str_cat(peer_name(c, peer),
+                     " made the same call with another dtype, reduce op or root (mismatched collective calls)");
+    op.fail(ErrorCode::kInvalidArgument, what);
+    return true;
+  }
+  return false;
 }
 
 void UcxWorker::check_peers_locked() {

@@ -22,9 +22,11 @@
 //     are checked through /proc (pid and start time published through the store at startup; zombies count as dead);
 //     every operation of a group containing a dead peer fails with an error naming it. A peer that dies while this
 //     process copies from its memory is caught at the copy (Note [CMA reads from a dead peer] in cma_guard.h);
-//   - a mismatched call: UCX reports truncation, and a received length is checked against the expected one; calls
-//     of different kinds never match (the kind is in the tag), so the per-operation deadline fires naming the peers
-//     still awaited;
+//   - a mismatched call: UCX reports truncation, and a received length is checked against the expected one (a call
+//     with no elements still sends its empty messages); calls of different kinds, dtypes, reduce ops or roots never
+//     match (the tag carries the kind and a digest of the rest), and a stalled call that finds an awaited peer's
+//     message of the same number with another kind or digest fails naming that peer (Note [Mismatched calls] in
+//     tag.h); otherwise the per-operation deadline fires naming the peers still awaited;
 //   - whichever rank sees an error first tells the other members through an abort channel (a reserved tag kind),
 //     so they fail promptly with "rank N reported: ..." instead of waiting for their deadlines;
 //   - every operation has a deadline (the communicator's timeout, DT_TIMEOUT_S): peers on other hosts that die are
@@ -136,6 +138,9 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   void advance_dirty_locked(Clock::time_point now);
   void check_health_locked(Clock::time_point now);
   void check_peers_locked();
+  // A stalled op whose awaited peer sent a message of the same call number with another kind or digest (Note
+  // [Mismatched calls] in tag.h): fails it naming that peer. Whether it did.
+  bool find_mismatch_locked(UcxOp& op);
   void fail_dead_peers_locked(const std::vector<int>& newly_dead);
   bool poll_abort_locked();  // handles a received abort message (and reposts); true when one came
   void handle_abort_locked(const std::string& message, int from);

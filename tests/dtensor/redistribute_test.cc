@@ -270,6 +270,25 @@ TEST(DTensorApi, FromLocalInfersUnevenGlobalShapeAndChecks) {
     }
     EXPECT_THROW(DTensor::from_local(x.to_local(), mesh, {Shard{0}}), InvalidArgument);  // wrong placement count
     EXPECT_THROW(DTensor::from_local(x.to_local(), mesh, {Shard{2}, Replicate{}}), InvalidArgument);
+    // With run_check, what every rank must agree on: the dtype, the placements, the global shape given.
+    auto expect_named = [&](const std::function<void()>& f, const std::string& part) {
+      try {
+        f();
+        ADD_FAILURE() << "expected an error containing " << part;
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      }
+    };
+    const bool odd = world->rank() == 1;
+    Tensor ones = Tensor::ones({2});
+    DeviceMesh flat = DeviceMesh::create(world, Device::cpu(), {4});
+    expect_named([&] { DTensor::from_local(odd ? ones.to(DType::i32) : ones, flat, {Shard{0}}, Shape{8}, o); },
+                 "i32");
+    expect_named([&] {
+      DTensor::from_local(ones, flat, {odd ? Placement(Shard{0}) : Placement(Replicate{})}, std::nullopt, o);
+    }, "other placements");
+    expect_named([&] { DTensor::from_local(ones, flat, {Replicate{}}, Shape{odd ? 4 : 2}, o); },
+                 "another global shape");
   });
 }
 

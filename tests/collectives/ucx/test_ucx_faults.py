@@ -22,7 +22,7 @@ def main():
     if scenario == "kill":
         victim = nproc - 2 if nproc > 2 else 1
         args.append(str(victim))
-    if scenario == "mismatch_zero":
+    if scenario == "mismatch_call":
         args.append(sys.argv[5])
     if scenario == "mismatch_kind":
         env["DT_TIMEOUT_S"] = "2"
@@ -75,7 +75,7 @@ def main():
                 check("rank 0" in text, f"rank {r}'s error does not name rank 0")
             if scenario == "mismatch_count":
                 check("later call:" in text, f"rank {r}: a call after the failure must fail at once")
-    elif scenario == "mismatch_zero":
+    elif scenario == "mismatch_call":
         check(proc.returncode == 0, "every rank must report the mismatch and exit 0")
         check(elapsed < 20, f"took {elapsed:.1f} s: a mismatch must be reported, not waited out (deadline 30 s)")
         for r in range(nproc):

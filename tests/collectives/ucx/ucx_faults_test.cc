@@ -3,10 +3,13 @@
 //   kill V            rank V SIGKILLs itself in the middle of a collective; every other rank must fail with an
 //                     error naming rank V (no hang). Survivors ignore dtrun's SIGTERM so that they can report.
 //   mismatch_count    rank 0 calls all_reduce with one element more than the others: an error, never garbage.
-//   mismatch_kind     rank 0 calls all_gather while the others call reduce_scatter: the deadline (DT_TIMEOUT_S)
-//                     fires with an error naming the call and the peers awaited.
-//   mismatch_zero K   rank 0 calls collective K (all_gather, all_to_all, all_reduce) with no elements while the others
-//                     pass 1000: an error from the length checks at once, not a wait for the deadline.
+//   mismatch_kind     rank 0 calls all_gather while the others call reduce_scatter: an error naming the call and a
+//                     peer (found when the call stalls, else at the deadline, DT_TIMEOUT_S).
+//   mismatch_call K   rank 0's call differs from the others' in K: no elements (zero_all_gather, zero_all_to_all,
+//                     zero_all_reduce; the length checks fail at once), the dtype, the reduce op or the kind (the
+//                     tag's digest and kind keep the messages apart; the stalled call finds the peer's message of the
+//                     same number: Note [Mismatched calls]), or the dtype of a send and its recv (p2p_dtype): an
+//                     error on every rank, not a wait for the deadline, and never garbage.
 //   debug_mismatch    like mismatch_count under DT_DEBUG_COLLECTIVES=1: the funnel's signature check names the ranks.
 //   wait_timeout      rank 0 arrives late; the others' wait(short timeout) throws a TimeoutError naming rank 0, and
 //                     a later wait() still completes the same call (a caller's timeout does not break the group).
@@ -95,19 +98,39 @@ int scenario_mismatch(dt::Communicator& c) {
   return 3;
 }
 
-int scenario_mismatch_zero(dt::Communicator& c, const std::string& kind) {
+// Rank 0's call differs from the others' in one way (`what`); every rank must get an error, not wait out its deadline.
+int scenario_mismatch_call(dt::Communicator& c, const std::string& what) {
   const int r = c.rank(), n = c.size();
-  const int64_t count = r == 0 ? 0 : 1000;
+  const bool odd = r == 0;
   std::vector<float> in(size_t(1000 * n), 1.0f), out(size_t(1000 * n), 0.0f);
+  const auto cpu = dt::Device::cpu();
+  const auto f32 = dt::DType::f32;
   auto t0 = Clock::now();
   try {
-    c.all_reduce(in.data(), out.data(), 10, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
-    if (kind == "all_gather")
-      c.all_gather(in.data(), out.data(), count, dt::DType::f32, dt::Device::cpu())->wait();
-    else if (kind == "all_to_all")
-      c.all_to_all(in.data(), out.data(), count, dt::DType::f32, dt::Device::cpu())->wait();
-    else
-      c.all_reduce(in.data(), out.data(), count, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
+    c.all_reduce(in.data(), out.data(), 10, f32, dt::ReduceOp::kSum, cpu)->wait();
+    if (what == "zero_all_gather") {
+      c.all_gather(in.data(), out.data(), odd ? 0 : 1000, f32, cpu)->wait();
+    } else if (what == "zero_all_to_all") {
+      c.all_to_all(in.data(), out.data(), odd ? 0 : 1000, f32, cpu)->wait();
+    } else if (what == "zero_all_reduce") {
+      c.all_reduce(in.data(), out.data(), odd ? 0 : 1000, f32, dt::ReduceOp::kSum, cpu)->wait();
+    } else if (what == "dtype") {  // same element size: only the tag's digest tells them apart
+      c.all_reduce(in.data(), out.data(), 100, odd ? dt::DType::i32 : f32, dt::ReduceOp::kSum, cpu)->wait();
+    } else if (what == "op") {
+      c.all_reduce(in.data(), out.data(), 100, f32, odd ? dt::ReduceOp::kMax : dt::ReduceOp::kSum, cpu)->wait();
+    } else if (what == "kind") {
+      if (odd)
+        c.all_reduce(in.data(), out.data(), 100, f32, dt::ReduceOp::kSum, cpu)->wait();
+      else
+        c.broadcast(out.data(), 100, f32, 0, cpu)->wait();
+    } else if (what == "p2p_dtype") {  // ranks 0 and 1 only; the others wait in the barrier below
+      if (r == 0) c.send(in.data(), 100, f32, 1, cpu)->wait();
+      if (r == 1) c.recv(out.data(), 100, dt::DType::i32, 0, cpu)->wait();
+      c.barrier()->wait();
+    } else {
+      report("unknown variant " + what);
+      return 3;
+    }
   } catch (const dt::Error& e) {
     report_error(e, t0);
     return 0;
@@ -162,7 +185,7 @@ int scenario_wait_timeout(dt::Communicator& c) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s kill V | mismatch_count | mismatch_zero K | mismatch_kind | debug_mismatch | wait_timeout\n",
+    std::fprintf(stderr, "usage: %s kill V | mismatch_count | mismatch_call K | mismatch_kind | debug_mismatch | wait_timeout\n",
                  argv[0]);
     return 2;
   }
@@ -184,8 +207,8 @@ int main(int argc, char** argv) {
     rc = scenario_mismatch(*comm);
   else if (mode == "debug_mismatch")
     rc = scenario_mismatch(*comm);
-  else if (mode == "mismatch_zero" && argc > 2)
-    rc = scenario_mismatch_zero(*comm, argv[2]);
+  else if (mode == "mismatch_call" && argc > 2)
+    rc = scenario_mismatch_call(*comm, argv[2]);
   else if (mode == "mismatch_kind")
     rc = scenario_mismatch_kind(*comm);
   else if (mode == "wait_timeout")
