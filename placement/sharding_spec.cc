@@ -25,6 +25,9 @@ ShardingSpec::ShardingSpec(std::vector<Placement> placements, const ShardOrder& 
 
 void ShardingSpec::build_order(const ShardOrder* order) {
   for (size_t m = 0; m < placements_.size(); ++m) {
+    if (const auto* p = std::get_if<Partial>(&placements_[m]))
+      DT_CHECK_ARG(is_valid_reduce_op(p->op), "placement Partial on mesh dim ", m, " has an invalid reduce op (value ",
+                   int(p->op), ")");
     if (const auto* s = std::get_if<Shard>(&placements_[m])) {
       DT_CHECK_ARG(s->dim >= 0, "placement S(", s->dim, ") on mesh dim ", m, " of ", dt::to_string(placements_),
                    " has a negative tensor dim: normalize it against the tensor's ndim first");
