@@ -11,6 +11,7 @@
 // every rank (a hash exchange); a mismatch is an error naming the ranks that differ, instead of a later hang.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,10 +59,15 @@ class DeviceMesh {
   // communicator; a larger one is created (collectively over this mesh) once and cached.
   DeviceMesh operator[](const std::string& name) const { return sub_mesh({name}); }
   DeviceMesh operator[](const std::vector<std::string>& names) const { return sub_mesh(names); }
+  // mesh[{"dp", "tp"}]: a list of names (without this overload the braces could also make one std::string).
+  DeviceMesh operator[](std::initializer_list<std::string> names) const { return sub_mesh(names); }
   DeviceMesh sub_mesh(const std::vector<std::string>& names) const;
   // Merges all dims (or the named contiguous dims) into one.
   DeviceMesh flatten(const std::string& name = "") const;
   DeviceMesh flatten(const std::vector<std::string>& names, const std::string& name = "") const;
+  DeviceMesh flatten(std::initializer_list<std::string> names, const std::string& name = "") const {
+    return flatten(std::vector<std::string>(names), name);
+  }
 
   bool operator==(const DeviceMesh& other) const { return impl_ == other.impl_; }
   bool same_layout(const DeviceMesh& other) const;  // same shape, ranks and device

@@ -321,6 +321,11 @@ TEST(DTensorApi, DistributeFromSourceRankAndSubMeshes) {
     EXPECT_TRUE(equal(t.full_tensor(), full));
     DeviceMesh flat = mesh.flatten();
     EXPECT_EQ(flat.ndim(), 1);
+    // Braced name lists, as in PyTorch (mesh["dp", "tp"]): the whole mesh, and its two dims flattened into one.
+    EXPECT_EQ((mesh[{"dp", "tp"}].ndim()), 2);
+    DeviceMesh dp_tp = mesh.flatten({"dp", "tp"}, "dp_tp");
+    EXPECT_EQ(dp_tp.ndim(), 1);
+    EXPECT_EQ(dp_tp.size(), 4);
     DTensor f = distribute_tensor(full, flat, {Shard{0}});
     EXPECT_TRUE(equal(f.full_tensor(), full));
     EXPECT_NE(x.describe().find("placements R,S(1)"), std::string::npos) << x.describe();
