@@ -210,7 +210,9 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
       for (size_t i = 1; i < recv_blocks.size(); ++i)
         DT_CHECK_ARG(recv_blocks[i - 1].first + recv_blocks[i - 1].second <= recv_blocks[i].first, what(),
                      ": received blocks overlap (elements ", recv_blocks[i].first, " to ",
-                     recv_blocks[i - 1].first + recv_blocks[i - 1].second - 1, " would be written twice)");
+                     std::min(recv_blocks[i - 1].first + recv_blocks[i - 1].second,
+                              recv_blocks[i].first + recv_blocks[i].second) - 1,
+                     " would be written twice)");
       break;
     }
     case CollectiveKind::kBarrier:
@@ -331,8 +333,9 @@ WorkPtr Communicator::all_to_all(const void* send, void* recv, int64_t count, DT
 WorkPtr Communicator::all_to_allv(const void* send, std::vector<int64_t> send_counts,
                                   std::vector<int64_t> send_displs, void* recv, std::vector<int64_t> recv_counts,
                                   std::vector<int64_t> recv_displs, DType dtype, Device device, Stream stream) {
-  int64_t total = 0;
-  for (int64_t c : send_counts) total += c;
+  int64_t total = 0;  // saturates: validate_collective reports the entries that are negative or too large
+  for (int64_t c : send_counts)
+    if (c > 0 && __builtin_add_overflow(total, c, &total)) total = std::numeric_limits<int64_t>::max();
   CollectiveArgs a = args_for(CollectiveKind::kAllToAllV, send, recv, total, dtype, device, stream);
   a.send_counts = std::move(send_counts);
   a.send_displs = std::move(send_displs);

@@ -8,7 +8,8 @@
 //                 harmlessly: UCX delivers one sender's messages in order, and a communicator posts its calls'
 //                 receives in call order (only the head of its queue runs)
 //   33..30 sig    a 4-bit digest of what else both sides must agree on (dtype; reduce op; root), so that calls that
-//                 differ there never match either: no garbage from an f32 sum meeting an i32 max
+//                 differ there almost never match either (an f32 sum and an i32 max do not; 4 bits leave a few
+//                 collisions, e.g. among 1-byte dtypes and far-apart broadcast roots)
 //   29..16 src    the sender's rank in the communicator (groups of at most 16384)
 //   15..0  slot   which message of the call (step and chunk); wraps harmlessly because UCX delivers the messages of
 //                 one sender in order and a call never has 65536 messages in flight between two ranks

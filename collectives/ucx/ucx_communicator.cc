@@ -289,6 +289,9 @@ WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
     h.send = hrecv.get() + (dsend - lo);
     h.recv = hrecv.get() + (drecv - lo);
   } else {
+    // Nothing to stage on a side: no device address reaches UCX (a call with no elements still sends empty messages).
+    if (send_bytes == 0) h.send = nullptr;
+    if (recv_bytes == 0) h.recv = nullptr;
     if (send_bytes > 0) {
       hsend = pinned(size_t(send_bytes));
       check_cuda(cudaMemcpyAsync(hsend.get(), dsend, size_t(send_bytes), cudaMemcpyDeviceToHost, stream),

@@ -600,6 +600,9 @@ bool UcxWorker::find_mismatch_locked(UcxOp& op) {
   const CommState& c = *op.comm();
   const CollectiveArgs& a = op.args();
   const bool p2p = a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv;
+  // A send's number counts this rank's sends to the peer; the peer's messages here count its sends to this rank: a
+  // different sequence, so they say nothing about it (a peer may send i64 ids one way while f32 data comes back).
+  if (a.kind == CollectiveKind::kSend) return false;
   const uint32_t kind = tag_kind(a.kind), send_kind = uint32_t(CollectiveKind::kSend);
   for (int peer : op.pending_peers()) {
     ucp_tag_recv_info_t info{};

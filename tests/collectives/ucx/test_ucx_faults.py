@@ -92,6 +92,10 @@ def main():
             mine = "all_gather" if r == 0 else "reduce_scatter"
             check(mine in text or "reported" in text, f"rank {r}'s error names neither its call nor the reporter")
             check("rank " in text, f"rank {r}'s error names no peer")
+    elif scenario == "p2p_busy_peer":
+        check(proc.returncode == 0, "a slow but correct peer is not a fault")
+        for r in range(nproc):
+            check("ok" in files[r] and "error" not in files[r], f"rank {r} did not succeed")
     elif scenario == "wait_timeout":
         check(proc.returncode == 0, "the late rank must not break the group")
         for r in range(nproc):

@@ -11,6 +11,8 @@
 //                     same number: Note [Mismatched calls]), or the dtype of a send and its recv (p2p_dtype): an
 //                     error on every rank, not a wait for the deadline, and never garbage.
 //   debug_mismatch    like mismatch_count under DT_DEBUG_COLLECTIVES=1: the funnel's signature check names the ranks.
+//   p2p_busy_peer     not a fault: sends of different dtypes in both directions while one side computes for longer
+//                     than the stall threshold; both succeed (no mismatch is read into the other direction).
 //   wait_timeout      rank 0 arrives late; the others' wait(short timeout) throws a TimeoutError naming rank 0, and
 //                     a later wait() still completes the same call (a caller's timeout does not break the group).
 //
@@ -139,6 +141,41 @@ int scenario_mismatch_call(dt::Communicator& c, const std::string& what) {
   return 3;
 }
 
+// Not a fault: rank 1 sends i64 ids to rank 0 and computes for longer than the stall threshold before receiving rank
+// 0's f32 data, so rank 0's rendezvous send stalls while rank 1's message (another dtype, the other direction) waits
+// in its queue. Both must succeed: the mismatch check must not read the other direction's message as a mismatch.
+int scenario_p2p_busy_peer(dt::Communicator& c) {
+  const int r = c.rank();
+  const int64_t n = 1 << 18;  // 1 MiB of f32: rendezvous
+  std::vector<float> data(size_t(n), float(r + 1));
+  std::vector<int64_t> ids(1000, int64_t(r + 7));
+  try {
+    if (r == 0) {
+      c.send(data.data(), n, dt::DType::f32, 1, dt::Device::cpu())->wait();
+      c.recv(ids.data(), 1000, dt::DType::i64, 1, dt::Device::cpu())->wait();
+      if (ids[999] != 8) {
+        report("wrong ids " + std::to_string(ids[999]));
+        return 3;
+      }
+    } else if (r == 1) {
+      auto s = c.send(ids.data(), 1000, dt::DType::i64, 0, dt::Device::cpu());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+      c.recv(data.data(), n, dt::DType::f32, 0, dt::Device::cpu())->wait();
+      s->wait();
+      if (data[size_t(n - 1)] != 1.0f) {
+        report("wrong data " + std::to_string(data[size_t(n - 1)]));
+        return 3;
+      }
+    }
+    c.barrier()->wait();
+  } catch (const dt::Error& e) {
+    report_error(e, Clock::now());
+    return 3;
+  }
+  report("ok");
+  return 0;
+}
+
 int scenario_mismatch_kind(dt::Communicator& c) {
   const int r = c.rank(), n = c.size();
   std::vector<float> a(size_t(4 * n), 1.0f), b(size_t(4 * n), 0.0f);
@@ -185,7 +222,7 @@ int scenario_wait_timeout(dt::Communicator& c) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s kill V | mismatch_count | mismatch_call K | mismatch_kind | debug_mismatch | wait_timeout\n",
+    std::fprintf(stderr, "usage: %s kill V | mismatch_count | mismatch_call K | mismatch_kind | p2p_busy_peer | debug_mismatch | wait_timeout\n",
                  argv[0]);
     return 2;
   }
@@ -211,6 +248,8 @@ int main(int argc, char** argv) {
     rc = scenario_mismatch_call(*comm, argv[2]);
   else if (mode == "mismatch_kind")
     rc = scenario_mismatch_kind(*comm);
+  else if (mode == "p2p_busy_peer")
+    rc = scenario_p2p_busy_peer(*comm);
   else if (mode == "wait_timeout")
     rc = scenario_wait_timeout(*comm);
   else
