@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "dtensor/redistribute/executor.h"
+#include "kernels/strided_view.h"
 #include "placement/layout.h"
 #include "placement/planner.h"
 
@@ -14,14 +15,24 @@ namespace dt {
 
 namespace {
 
-constexpr int64_t kMaxDims = 16;
+// The kernels' limit (pack, unpack, copies of strided views): a DTensor of more dims could be built but never moved.
+constexpr int64_t kMaxDims = kernels::kMaxDims;
 
 ShardingSpec make_spec(std::vector<Placement> placements, const ShardOrder& order, int64_t ndim,
                        const DeviceMesh& mesh) {
+  DT_CHECK_ARG(ndim <= kMaxDims, "DTensors of more than ", kMaxDims, " dims are not supported, got ", ndim);
   DT_CHECK_ARG(int64_t(placements.size()) == mesh.ndim(), placements.size(), " placements given (",
                to_string(placements), ") for ", mesh.to_string(), " which has ", mesh.ndim(),
                " dims: give one placement per mesh dim");
-  ShardingSpec spec(normalize_placements(std::move(placements), ndim), order);
+  // Negative tensor dims count from the end, in the shard order's keys as in the placements.
+  ShardOrder normalized;
+  for (const auto& [dim, mesh_dims] : order) {
+    const int64_t d = dim < 0 ? dim + ndim : dim;
+    DT_CHECK_ARG(d >= 0 && d < ndim, "shard order: tensor dim ", dim, " is out of range for a ", ndim, "-d tensor");
+    DT_CHECK_ARG(normalized.count(d) == 0, "shard order: tensor dim ", d, " is listed twice (as ", dim, ")");
+    normalized[d] = mesh_dims;
+  }
+  ShardingSpec spec(normalize_placements(std::move(placements), ndim), normalized);
   spec.check_tensor_ndim(ndim);
   return spec;
 }

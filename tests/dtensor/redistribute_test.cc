@@ -321,6 +321,15 @@ TEST(DTensorApi, DistributeFromSourceRankAndSubMeshes) {
     EXPECT_TRUE(equal(t.full_tensor(), full));
     DeviceMesh flat = mesh.flatten();
     EXPECT_EQ(flat.ndim(), 1);
+    // A nested shard order keyed by a negative dim, as negative Shard dims are: the same layout as dim 1.
+    DTensor nested = distribute_tensor(full, mesh, {Shard{-1}, Shard{-1}}, ShardOrder{{-1, {1, 0}}});
+    DTensor same = distribute_tensor(full, mesh, {Shard{1}, Shard{1}}, ShardOrder{{1, {1, 0}}});
+    EXPECT_TRUE(equal(nested.to_local(), same.to_local()));
+    EXPECT_TRUE(equal(nested.full_tensor(), full));
+    EXPECT_THROW(distribute_tensor(full, mesh, {Shard{1}, Shard{1}}, ShardOrder{{1, {1, 0}}, {-1, {0, 1}}}),
+                 InvalidArgument);
+    // More dims than the kernels move: refused when the DTensor is made, not at its first redistribution.
+    EXPECT_THROW(distribute_tensor(Tensor::zeros(Shape(9, 1)), mesh, {Replicate{}, Replicate{}}), InvalidArgument);
     // Braced name lists, as in PyTorch (mesh["dp", "tp"]): the whole mesh, and its two dims flattened into one.
     EXPECT_EQ((mesh[{"dp", "tp"}].ndim()), 2);
     DeviceMesh dp_tp = mesh.flatten({"dp", "tp"}, "dp_tp");
