@@ -75,22 +75,18 @@ def main():
                 check("rank 0" in text, f"rank {r}'s error does not name rank 0")
             if scenario == "mismatch_count":
                 check("later call:" in text, f"rank {r}: a call after the failure must fail at once")
-    elif scenario == "mismatch_call":
+    elif scenario in ("mismatch_call", "mismatch_kind"):
+        # mismatch_call: found when the call stalls (deadline 30 s); mismatch_kind: the same, or its 2 s deadline.
         check(proc.returncode == 0, "every rank must report the mismatch and exit 0")
-        check(elapsed < 20, f"took {elapsed:.1f} s: a mismatch must be reported, not waited out (deadline 30 s)")
+        check(elapsed < 20, f"took {elapsed:.1f} s: a mismatch must be reported, not waited out")
         for r in range(nproc):
             text = files[r]
+            if scenario == "mismatch_call":
+                says = "mismatched"
+            else:
+                says = "all_gather" if r == 0 else "reduce_scatter"
             check("error" in text, f"rank {r} reported no error")
-            check("mismatched" in text or "reported" in text, f"rank {r}'s error does not say the calls mismatched")
-            check("rank " in text, f"rank {r}'s error names no peer")
-    elif scenario == "mismatch_kind":
-        check(proc.returncode == 0, "every rank must report the mismatch and exit 0")
-        check(elapsed < 20, f"took {elapsed:.1f} s with a 2 s deadline")
-        for r in range(nproc):
-            text = files[r]
-            check("error" in text, f"rank {r} reported no error")
-            mine = "all_gather" if r == 0 else "reduce_scatter"
-            check(mine in text or "reported" in text, f"rank {r}'s error names neither its call nor the reporter")
+            check(says in text or "reported" in text, f"rank {r}'s error says neither '{says}' nor who reported it")
             check("rank " in text, f"rank {r}'s error names no peer")
     elif scenario == "p2p_busy_peer":
         check(proc.returncode == 0, "a slow but correct peer is not a fault")
