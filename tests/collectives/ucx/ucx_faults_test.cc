@@ -21,10 +21,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,13 +54,27 @@ void report_error(const dt::Error& e, Clock::time_point t0) {
   report("after " + std::to_string(since(t0)) + " s");
 }
 
+// Runs `calls`, which must fail: reports the error (then runs `after`) and returns 0, or reports "no error" and
+// returns 3.
+int expect_error(const std::function<void()>& calls, const std::function<void()>& after = {}) {
+  const auto t0 = Clock::now();
+  try {
+    calls();
+  } catch (const dt::Error& e) {
+    report_error(e, t0);
+    if (after) after();
+    return 0;
+  }
+  report("no error");
+  return 3;
+}
+
 int scenario_kill(dt::Communicator& c, int victim) {
   const int r = c.rank();
   const int64_t count = 1 << 20;
   std::vector<float> buf(size_t(count), 1.0f);
   if (r != victim) signal(SIGTERM, SIG_IGN);  // dtrun stops the others once the victim dies: report first
-  auto t0 = Clock::now();
-  try {
+  return expect_error([&] {
     for (int k = 0; k < 50; ++k) {
       auto w = c.all_reduce(buf.data(), buf.data(), count, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu());
       if (r == victim && k == 3) {
@@ -67,37 +83,29 @@ int scenario_kill(dt::Communicator& c, int victim) {
       }
       w->wait();
     }
-  } catch (const dt::Error& e) {
-    report_error(e, t0);
-    return 0;
-  }
-  report("no error");
-  return 3;
+  });
 }
 
 int scenario_mismatch(dt::Communicator& c) {
   const int r = c.rank();
   const int64_t count = r == 0 ? 1001 : 1000;
   std::vector<float> buf(1001, 1.0f);
-  auto t0 = Clock::now();
-  try {
-    // A few matching calls first: the mismatch must not disturb what came before.
-    for (int k = 0; k < 3; ++k)
-      c.all_reduce(buf.data(), buf.data(), 10, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
-    c.all_reduce(buf.data(), buf.data(), count, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
-  } catch (const dt::Error& e) {
-    report_error(e, t0);
-    // The group is unusable now: later calls fail at once instead of hanging.
-    try {
-      c.barrier()->wait(std::chrono::seconds(5));
-      report("barrier after the failure succeeded");
-    } catch (const dt::Error& e2) {
-      report(std::string("later call: ") + e2.what());
-    }
-    return 0;
-  }
-  report("no error");
-  return 3;
+  return expect_error(
+      [&] {
+        // A few matching calls first: the mismatch must not disturb what came before.
+        for (int k = 0; k < 3; ++k)
+          c.all_reduce(buf.data(), buf.data(), 10, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
+        c.all_reduce(buf.data(), buf.data(), count, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
+      },
+      [&] {
+        // The group is unusable now: later calls fail at once instead of hanging.
+        try {
+          c.barrier()->wait(std::chrono::seconds(5));
+          report("barrier after the failure succeeded");
+        } catch (const dt::Error& e2) {
+          report(std::string("later call: ") + e2.what());
+        }
+      });
 }
 
 // Rank 0's call differs from the others' in one way (`what`); every rank must get an error, not wait out its deadline.
@@ -107,8 +115,13 @@ int scenario_mismatch_call(dt::Communicator& c, const std::string& what) {
   std::vector<float> in(size_t(1000 * n), 1.0f), out(size_t(1000 * n), 0.0f);
   const auto cpu = dt::Device::cpu();
   const auto f32 = dt::DType::f32;
-  auto t0 = Clock::now();
-  try {
+  const char* variants[] = {"zero_all_gather", "zero_all_to_all", "zero_all_reduce", "dtype", "op", "kind",
+                            "p2p_dtype"};
+  if (std::find(std::begin(variants), std::end(variants), what) == std::end(variants)) {
+    report("unknown variant " + what);
+    return 3;
+  }
+  return expect_error([&] {
     c.all_reduce(in.data(), out.data(), 10, f32, dt::ReduceOp::kSum, cpu)->wait();
     if (what == "zero_all_gather") {
       c.all_gather(in.data(), out.data(), odd ? 0 : 1000, f32, cpu)->wait();
@@ -125,20 +138,12 @@ int scenario_mismatch_call(dt::Communicator& c, const std::string& what) {
         c.all_reduce(in.data(), out.data(), 100, f32, dt::ReduceOp::kSum, cpu)->wait();
       else
         c.broadcast(out.data(), 100, f32, 0, cpu)->wait();
-    } else if (what == "p2p_dtype") {  // ranks 0 and 1 only; the others wait in the barrier below
+    } else {  // p2p_dtype: ranks 0 and 1 only; the others wait in the barrier below
       if (r == 0) c.send(in.data(), 100, f32, 1, cpu)->wait();
       if (r == 1) c.recv(out.data(), 100, dt::DType::i32, 0, cpu)->wait();
       c.barrier()->wait();
-    } else {
-      report("unknown variant " + what);
-      return 3;
     }
-  } catch (const dt::Error& e) {
-    report_error(e, t0);
-    return 0;
-  }
-  report("no error");
-  return 3;
+  });
 }
 
 // Not a fault: rank 1 sends i64 ids to rank 0 and computes for longer than the stall threshold before receiving rank
@@ -179,18 +184,12 @@ int scenario_p2p_busy_peer(dt::Communicator& c) {
 int scenario_mismatch_kind(dt::Communicator& c) {
   const int r = c.rank(), n = c.size();
   std::vector<float> a(size_t(4 * n), 1.0f), b(size_t(4 * n), 0.0f);
-  auto t0 = Clock::now();
-  try {
+  return expect_error([&] {
     if (r == 0)
       c.all_gather(a.data(), b.data(), 4, dt::DType::f32, dt::Device::cpu())->wait();
     else
       c.reduce_scatter(a.data(), b.data(), 4, dt::DType::f32, dt::ReduceOp::kSum, dt::Device::cpu())->wait();
-  } catch (const dt::Error& e) {
-    report_error(e, t0);
-    return 0;
-  }
-  report("no error");
-  return 3;
+  });
 }
 
 int scenario_wait_timeout(dt::Communicator& c) {
