@@ -207,12 +207,12 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
       DT_CHECK_ARG(send_total == 0 || a.send != nullptr, what(), ": send buffer is null");
       DT_CHECK_ARG(recv_total == 0 || a.recv != nullptr, what(), ": recv buffer is null");
       std::sort(recv_blocks.begin(), recv_blocks.end());
-      for (size_t i = 1; i < recv_blocks.size(); ++i)
-        DT_CHECK_ARG(recv_blocks[i - 1].first + recv_blocks[i - 1].second <= recv_blocks[i].first, what(),
-                     ": received blocks overlap (elements ", recv_blocks[i].first, " to ",
-                     std::min(recv_blocks[i - 1].first + recv_blocks[i - 1].second,
-                              recv_blocks[i].first + recv_blocks[i].second) - 1,
-                     " would be written twice)");
+      for (size_t i = 1; i < recv_blocks.size(); ++i) {
+        const auto [prev, prev_count] = recv_blocks[i - 1];
+        const auto [cur, cur_count] = recv_blocks[i];
+        DT_CHECK_ARG(prev + prev_count <= cur, what(), ": received blocks overlap (elements ", cur, " to ",
+                     std::min(prev + prev_count, cur + cur_count) - 1, " would be written twice)");
+      }
       break;
     }
     case CollectiveKind::kBarrier:

@@ -24,15 +24,7 @@ ShardingSpec make_spec(std::vector<Placement> placements, const ShardOrder& orde
   DT_CHECK_ARG(int64_t(placements.size()) == mesh.ndim(), placements.size(), " placements given (",
                to_string(placements), ") for ", mesh.to_string(), " which has ", mesh.ndim(),
                " dims: give one placement per mesh dim");
-  // Negative tensor dims count from the end, in the shard order's keys as in the placements.
-  ShardOrder normalized;
-  for (const auto& [dim, mesh_dims] : order) {
-    const int64_t d = dim < 0 ? dim + ndim : dim;
-    DT_CHECK_ARG(d >= 0 && d < ndim, "shard order: tensor dim ", dim, " is out of range for a ", ndim, "-d tensor");
-    DT_CHECK_ARG(normalized.count(d) == 0, "shard order: tensor dim ", d, " is listed twice (as ", dim, ")");
-    normalized[d] = mesh_dims;
-  }
-  ShardingSpec spec(normalize_placements(std::move(placements), ndim), normalized);
+  ShardingSpec spec(normalize_placements(std::move(placements), ndim), normalize_shard_order(order, ndim));
   spec.check_tensor_ndim(ndim);
   return spec;
 }
@@ -95,7 +87,7 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, std::ve
   m[0] = local.dim();
   for (int64_t d = 0; d < local.dim(); ++d) m[d + 1] = local.size(d);
   m[kDtype] = int64_t(local.dtype());
-  m[kSpec] = int64_t(std::hash<std::string>{}(spec.to_string()) >> 1);
+  m[kSpec] = int64_t(std::hash<ShardingSpec>{}(spec) >> 1);
   m[kGlobal] = global_shape ? int64_t(std::hash<std::string>{}(shape_str(*global_shape)) >> 1) : -1;
   Tensor all = Tensor::empty({n * kFields}, DType::i64);
   if (n > 1) {

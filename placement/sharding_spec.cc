@@ -14,6 +14,18 @@ std::string order_str(const std::vector<int64_t>& v) { return shape_str(v); }
 
 }  // namespace
 
+ShardOrder normalize_shard_order(const ShardOrder& order, int64_t tensor_ndim) {
+  ShardOrder out;
+  for (const auto& [dim, mesh_dims] : order) {
+    const int64_t d = dim < 0 ? dim + tensor_ndim : dim;
+    DT_CHECK_ARG(d >= 0 && d < tensor_ndim, "shard order: tensor dim ", dim, " is out of range for a tensor with ",
+                 tensor_ndim, " dims");
+    DT_CHECK_ARG(out.count(d) == 0, "shard order: tensor dim ", d, " is listed twice (as ", dim, ")");
+    out[d] = mesh_dims;
+  }
+  return out;
+}
+
 ShardingSpec::ShardingSpec(std::vector<Placement> placements) : placements_(std::move(placements)) {
   build_order(nullptr);
 }

@@ -33,6 +33,10 @@ namespace dt {
 // tensor dim -> mesh dims splitting it, outermost first. Only sharded tensor dims have an entry.
 using ShardOrder = std::map<int64_t, std::vector<int64_t>>;
 
+// Maps negative tensor dims among the keys into [0, ndim), as normalize_placements does for Shard dims; throws
+// InvalidArgument for a dim out of range or listed twice (once negative, once not).
+ShardOrder normalize_shard_order(const ShardOrder& order, int64_t tensor_ndim);
+
 class ShardingSpec {
  public:
   ShardingSpec() = default;  // no mesh dims; only useful as a placeholder

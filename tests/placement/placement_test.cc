@@ -187,6 +187,13 @@ TEST(MeshShape, EqualityAndHash) {
   EXPECT_EQ(MeshShape({2}, {"dp"}, {4, 7}).to_string(), "mesh[2](dp) ranks [4, 7]");
 }
 
+TEST(ShardingSpec, NormalizeShardOrderWrapsNegativeDims) {
+  EXPECT_EQ(normalize_shard_order({{-1, {1, 0}}, {0, {2}}}, 3), (ShardOrder{{0, {2}}, {2, {1, 0}}}));
+  expect_error<InvalidArgument>([] { normalize_shard_order({{3, {0}}}, 3); }, {"tensor dim 3", "3 dims"});
+  expect_error<InvalidArgument>([] { normalize_shard_order({{-4, {0}}}, 3); }, {"tensor dim -4"});
+  expect_error<InvalidArgument>([] { normalize_shard_order({{-1, {0}}, {2, {1}}}, 3); }, {"listed twice"});
+}
+
 TEST(ShardingSpec, DefaultAndExplicitOrders) {
   const ShardingSpec def({Shard{0}, Shard{0}});
   EXPECT_EQ(def.splitters(0), (std::vector<int64_t>{0, 1}));
