@@ -132,8 +132,8 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
                int(a.dtype), ")");
   DT_CHECK_ARG(!reduces || is_valid_reduce_op(a.op), what(), ": invalid reduce op (value ", int(a.op), ")");
   // The largest element count a call may address (all_gather's output holds n blocks): its bytes must fit an int64.
-  const int64_t max_elems = std::numeric_limits<int64_t>::max() / int64_t(std::max<size_t>(1, a.elem_size())) /
-                            std::max(1, n);
+  const int64_t max_elems =
+      std::numeric_limits<int64_t>::max() / int64_t(std::max<size_t>(1, a.elem_size())) / std::max(1, n);
   DT_CHECK_ARG(a.count <= max_elems, what(), ": count ", a.count, " is too large (its bytes overflow)");
   auto need = [&](const void* p, const char* name) {
     DT_CHECK_ARG(a.count == 0 || p != nullptr, what(), ": ", name, " buffer is null");

@@ -28,8 +28,8 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
                shape_str(shape));
   const int64_t numel = shape_numel(shape);
   int64_t bytes = 0;
-  DT_CHECK_ARG(!__builtin_mul_overflow(numel, int64_t(dtype_size(dtype)), &bytes), "shape ", shape_str(shape),
-               " of ", dtype_name(dtype), " needs more bytes than an int64 can count");
+  DT_CHECK_ARG(!__builtin_mul_overflow(numel, int64_t(dtype_size(dtype)), &bytes), "shape ", shape_str(shape), " of ",
+               dtype_name(dtype), " needs more bytes than an int64 can count");
   size_t nbytes = size_t(bytes);
   return Tensor(Storage::create(nbytes, device), shape, contiguous_strides(shape), 0, dtype);
 }
@@ -130,8 +130,8 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   if (!empty) {
     const int64_t have = int64_t(storage_->nbytes() / element_size());
     DT_CHECK_ARG(!overflow && last < have, "as_strided: shape ", shape_str(shape), " strides ", shape_str(strides),
-                 " at offset ", offset, " reaches element ", overflow ? std::string("beyond int64") : std::to_string(last),
-                 " of a storage of ", have, " elements");
+                 " at offset ", offset, " reaches element ",
+                 overflow ? std::string("beyond int64") : std::to_string(last), " of a storage of ", have, " elements");
   }
   return Tensor(storage_, shape, strides, offset, dtype_);
 }
@@ -140,8 +140,7 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = dim_of(*this, d, "narrow");
   int64_t n = shape_[size_t(d)];
   DT_CHECK_ARG(start >= 0 && length >= 0 && start <= n && length <= n - start, "narrow(dim=", d, ", start=", start,
-               ", length=",
-               length, ") is out of range for size ", n, " of shape ", shape_str(shape_));
+               ", length=", length, ") is out of range for size ", n, " of shape ", shape_str(shape_));
   Shape sh = shape_;
   sh[size_t(d)] = length;
   return as_strided(sh, strides_, offset_ + (length > 0 ? start * strides_[size_t(d)] : 0));

@@ -101,8 +101,9 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
   // Nothing to move: a group of one with no elements (or a barrier). In a larger group a call with no elements
   // still exchanges its (empty) messages, so that a peer calling with elements is told of the mismatch by the
   // length checks at once instead of waiting out its deadline.
-  const bool nothing = st.size == 1 && (a.kind == CollectiveKind::kBarrier ||
-                                        (!p2p && a.kind != CollectiveKind::kAllToAllV && !a.has_views() && a.count == 0));
+  const bool nothing =
+      st.size == 1 && (a.kind == CollectiveKind::kBarrier ||
+                       (!p2p && a.kind != CollectiveKind::kAllToAllV && !a.has_views() && a.count == 0));
   if (nothing) return completed_work(desc());
 
   const ucx::AlgorithmChoice choice = a.has_views()

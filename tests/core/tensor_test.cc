@@ -1,3 +1,5 @@
+#include "core/tensor.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -5,7 +7,6 @@
 #include <numeric>
 
 #include "core/allocator.h"
-#include "core/tensor.h"
 
 namespace dt {
 namespace {

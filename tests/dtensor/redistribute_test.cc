@@ -282,11 +282,10 @@ TEST(DTensorApi, FromLocalInfersUnevenGlobalShapeAndChecks) {
     const bool odd = world->rank() == 1;
     Tensor ones = Tensor::ones({2});
     DeviceMesh flat = DeviceMesh::create(world, Device::cpu(), {4});
-    expect_named([&] { DTensor::from_local(odd ? ones.to(DType::i32) : ones, flat, {Shard{0}}, Shape{8}, o); },
-                 "i32");
-    expect_named([&] {
-      DTensor::from_local(ones, flat, {odd ? Placement(Shard{0}) : Placement(Replicate{})}, std::nullopt, o);
-    }, "other placements");
+    expect_named([&] { DTensor::from_local(odd ? ones.to(DType::i32) : ones, flat, {Shard{0}}, Shape{8}, o); }, "i32");
+    expect_named(
+        [&] { DTensor::from_local(ones, flat, {odd ? Placement(Shard{0}) : Placement(Replicate{})}, std::nullopt, o); },
+        "other placements");
     expect_named([&] { DTensor::from_local(ones, flat, {Replicate{}}, Shape{odd ? 4 : 2}, o); },
                  "another global shape");
   });

@@ -98,8 +98,11 @@ TEST(Placement, ParseErrorsNameTheBadText) {
   expect_error<InvalidArgument>([] { parse_placement("P(median)"); }, {"P(median)", "'median'"});
   expect_error<InvalidArgument>([] { parse_placements(""); }, {"empty"});
   expect_error<InvalidArgument>([] { parse_placements("S(0),,R"); }, {"''"});
-  expect_error<InvalidArgument>([] { ShardingSpec({Replicate{}, Partial{static_cast<ReduceOp>(42)}}); },
-                                {"mesh dim 1", "invalid reduce op"});
+  expect_error<InvalidArgument>(
+      [] {
+        ShardingSpec({Replicate{}, Partial{static_cast<ReduceOp>(42)}});
+      },
+      {"mesh dim 1", "invalid reduce op"});
 }
 
 TEST(Placement, NormalizeWrapsNegativeDims) {

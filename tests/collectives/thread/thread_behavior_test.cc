@@ -257,21 +257,28 @@ TEST(ThreadOrder, BadArgumentsAreRejectedAtTheEntry) {
     float buf[8] = {};
     const auto cpu = Device::cpu();
     expect_throw_with<InvalidArgument>(
-        [&] { comm->all_to_allv(nullptr, {2, 2}, {0, 2}, buf, {2, 2}, {0, 2}, DType::f32, cpu); },
+        [&] {
+          comm->all_to_allv(nullptr, {2, 2}, {0, 2}, buf, {2, 2}, {0, 2}, DType::f32, cpu);
+        },
         {"send buffer is null"});
     expect_throw_with<InvalidArgument>(
-        [&] { comm->all_to_allv(buf, {2, 2}, {0, 2}, nullptr, {2, 2}, {0, 2}, DType::f32, cpu); },
+        [&] {
+          comm->all_to_allv(buf, {2, 2}, {0, 2}, nullptr, {2, 2}, {0, 2}, DType::f32, cpu);
+        },
         {"recv buffer is null"});
     expect_throw_with<InvalidArgument>(
-        [&] { comm->all_to_allv(buf, {2, 2}, {0, 2}, buf + 4, {3, 2}, {0, 2}, DType::f32, cpu); },
+        [&] {
+          comm->all_to_allv(buf, {2, 2}, {0, 2}, buf + 4, {3, 2}, {0, 2}, DType::f32, cpu);
+        },
         {"received blocks overlap"});
     const int64_t huge = std::numeric_limits<int64_t>::max() - 1;
     expect_throw_with<InvalidArgument>(
-        [&] { comm->all_to_allv(buf, {2, 2}, {0, huge}, buf + 4, {2, 2}, {0, 2}, DType::f32, cpu); },
+        [&] {
+          comm->all_to_allv(buf, {2, 2}, {0, huge}, buf + 4, {2, 2}, {0, 2}, DType::f32, cpu);
+        },
         {"overflows"});
     expect_throw_with<InvalidArgument>(
-        [&] { comm->all_gather(buf, buf, std::numeric_limits<int64_t>::max() / 3, DType::f32, cpu); },
-        {"too large"});
+        [&] { comm->all_gather(buf, buf, std::numeric_limits<int64_t>::max() / 3, DType::f32, cpu); }, {"too large"});
     expect_throw_with<InvalidArgument>(
         [&] { comm->all_reduce(buf, buf, 4, DType::f32, static_cast<ReduceOp>(17), cpu); }, {"invalid reduce op"});
     expect_throw_with<InvalidArgument>([&] { comm->all_gather(buf, buf, 1, static_cast<DType>(77), cpu); },

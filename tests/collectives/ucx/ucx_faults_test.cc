@@ -221,7 +221,9 @@ int scenario_wait_timeout(dt::Communicator& c) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s kill V | mismatch_count | mismatch_call K | mismatch_kind | p2p_busy_peer | debug_mismatch | wait_timeout\n",
+    std::fprintf(stderr,
+                 "usage: %s kill V | mismatch_count | mismatch_call K | mismatch_kind | p2p_busy_peer | debug_mismatch "
+                 "| wait_timeout\n",
                  argv[0]);
     return 2;
   }
