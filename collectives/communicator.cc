@@ -192,8 +192,13 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
       check_vec(a.recv_counts, "recv_counts");
       check_vec(a.recv_displs, "recv_displs");
       // Every block's end must be addressable, each buffer present when it has elements, and the blocks received
-      // must not overlap (two peers would write the same elements).
-      std::vector<std::pair<int64_t, int64_t>> recv_blocks;  // (displ, count) of the non-empty ones
+      // must not overlap (two peers would write the same elements). The non-empty blocks (displ, count) sit on the
+      // stack for groups of up to 16: no allocation per call.
+      using Block = std::pair<int64_t, int64_t>;
+      Block small[16];
+      std::vector<Block> large(n > 16 ? size_t(n) : 0);
+      Block* recv_blocks = n > 16 ? large.data() : small;
+      size_t nblocks = 0;
       int64_t send_total = 0, recv_total = 0;
       for (int j = 0; j < n; ++j) {
         const int64_t sc = a.send_counts[size_t(j)], sd = a.send_displs[size_t(j)];
@@ -202,12 +207,12 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
                      ": the block for rank ", j, " lies beyond any buffer (count + displacement overflows)");
         send_total += sc;
         recv_total += rc;
-        if (rc > 0) recv_blocks.emplace_back(rd, rc);
+        if (rc > 0) recv_blocks[nblocks++] = {rd, rc};
       }
       DT_CHECK_ARG(send_total == 0 || a.send != nullptr, what(), ": send buffer is null");
       DT_CHECK_ARG(recv_total == 0 || a.recv != nullptr, what(), ": recv buffer is null");
-      std::sort(recv_blocks.begin(), recv_blocks.end());
-      for (size_t i = 1; i < recv_blocks.size(); ++i) {
+      std::sort(recv_blocks, recv_blocks + nblocks);
+      for (size_t i = 1; i < nblocks; ++i) {
         const auto [prev, prev_count] = recv_blocks[i - 1];
         const auto [cur, cur_count] = recv_blocks[i];
         DT_CHECK_ARG(prev + prev_count <= cur, what(), ": received blocks overlap (elements ", cur, " to ",
