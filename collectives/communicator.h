@@ -102,6 +102,9 @@ class Communicator {
   virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
   // Whether the *_views calls accept buffers on `device` (Note [Strided views]).
   virtual bool supports_views(const Device& /*device*/) const { return false; }
+  // The device this communicator's own metadata travels on (collectives/exchange.h): the CPU for host backends, the
+  // communicator's GPU for NCCL, which accepts no host buffer.
+  virtual Device home_device() const { return Device::cpu(); }
   // Deadline used by Work::wait() when no timeout is given.
   virtual Work::Duration timeout() const { return default_timeout(); }
 

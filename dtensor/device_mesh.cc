@@ -4,6 +4,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "collectives/exchange.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -59,10 +60,7 @@ DeviceMesh DeviceMesh::create(CommunicatorPtr world, Device device, std::vector<
 
   // Every rank must build the same mesh: exchange a hash once, before any split could hang on a mismatch.
   if (world_size > 1) {
-    Tensor mine = Tensor::from_data<int64_t>({int64_t(mesh_hash(shape, device))}, {1});
-    Tensor all = Tensor::empty({world_size}, DType::i64);
-    world->all_gather(mine, all)->wait();
-    const int64_t* h = all.data<int64_t>();
+    const std::vector<int64_t> h = all_gather_ints(*world, {int64_t(mesh_hash(shape, device))});
     std::vector<int64_t> differ;
     for (int64_t r = 0; r < world_size; ++r)
       if (h[r] != h[world->rank()]) differ.push_back(r);

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string>
 
+#include "collectives/exchange.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "dtensor/redistribute/executor.h"
@@ -82,22 +83,15 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, std::ve
   const int64_t n = ms.numel();
   constexpr int64_t kFields = kMaxDims + 4;
   const int64_t kDtype = kMaxDims + 1, kSpec = kMaxDims + 2, kGlobal = kMaxDims + 3;
-  Tensor mine = Tensor::full({kFields}, -1, DType::i64);
-  int64_t* m = mine.data<int64_t>();
+  std::vector<int64_t> mine(size_t(kFields), -1);
+  int64_t* m = mine.data();
   m[0] = local.dim();
   for (int64_t d = 0; d < local.dim(); ++d) m[d + 1] = local.size(d);
   m[kDtype] = int64_t(local.dtype());
   m[kSpec] = int64_t(std::hash<ShardingSpec>{}(spec) >> 1);
   m[kGlobal] = global_shape ? int64_t(std::hash<std::string>{}(shape_str(*global_shape)) >> 1) : -1;
-  Tensor all = Tensor::empty({n * kFields}, DType::i64);
-  if (n > 1) {
-    Tensor dev_mine = mine.to(mesh.device()), dev_all = all.to(mesh.device());
-    mesh.mesh_comm()->all_gather(dev_mine, dev_all)->wait();
-    all = dev_all.to(Device::cpu());
-  } else {
-    all.copy_(mine);
-  }
-  const int64_t* a = all.data<int64_t>();
+  const std::vector<int64_t> all = all_gather_ints(*mesh.mesh_comm(), mine);
+  const int64_t* a = all.data();
   auto shape_of = [&](int64_t idx) {
     const int64_t* p = a + idx * kFields;
     return Shape(p + 1, p + 1 + p[0]);

@@ -76,6 +76,7 @@ class NcclCommunicator final : public Communicator {
   std::vector<int> global_ranks() const override;
   std::shared_ptr<Communicator> split(int color, int key) override;
   Work::Duration timeout() const override;
+  Device home_device() const override { return device(); }
 
   Device device() const;
   // Aborts the NCCL communicator: pending Works fail with dt::RemoteError carrying `reason`, later calls too.
