@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectives/store/store_protocol.h"
+#include "core/config.h"
 #include "core/error.h"
 
 namespace dt {
@@ -78,9 +79,7 @@ std::string launcher_of(const std::string& var) {
 
 BootstrapEnv init_from_env() {
   return init_from_env([](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
+    return config::lookup(name);
   });
 }
 

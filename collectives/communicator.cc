@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -66,13 +67,7 @@ std::map<int, CollectiveObserver>& observers() {
 std::atomic<int> g_obs_count{0};
 int g_next_obs_id = 1;
 
-bool debug_signatures() {
-  static bool on = [] {
-    const char* e = std::getenv("DT_DEBUG_COLLECTIVES");
-    return e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0;
-  }();
-  return on;
-}
+bool debug_signatures() { return config::get_bool(config::Var::kDebugCollectives); }
 }  // namespace
 
 int add_collective_observer(CollectiveObserver observer) {

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "collectives/bootstrap.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -17,6 +18,7 @@ std::shared_ptr<Communicator> init_process_group(DeviceType type) {
 #if defined(DT_WITH_NCCL)
   BootstrapEnv env = init_from_env();
   set_process_rank(env.rank);
+  config::log_settings();
   int devices = cuda_device_count();
   if (devices == 0) DT_THROW(Unsupported, "init_process_group(kCUDA) on rank ", env.rank, ": no usable CUDA device");
   Device device = Device::cuda(env.local_rank >= 0 ? env.local_rank : env.rank % devices);

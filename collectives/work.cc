@@ -1,19 +1,14 @@
 #include "collectives/work.h"
 
-#include <cstdlib>
+#include <algorithm>
 
+#include "core/config.h"
 #include "core/error.h"
 
 namespace dt {
 
 Work::Duration default_timeout() {
-  static Work::Duration t = [] {
-    const char* e = std::getenv("DT_TIMEOUT_S");
-    double s = e ? std::strtod(e, nullptr) : 300.0;
-    if (!(s > 0)) s = 300.0;
-    return Work::Duration(int64_t(s * 1000));
-  }();
-  return t;
+  return Work::Duration(std::max<int64_t>(1, int64_t(config::get_seconds(config::Var::kTimeoutS) * 1000)));
 }
 
 AsyncWork::AsyncWork(std::string description, Duration default_timeout, std::function<bool()> progress)

@@ -12,6 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/shape.h"
@@ -36,11 +37,7 @@ size_t round_size(size_t n) {
 }
 
 size_t max_cached_bytes() {
-  static size_t v = [] {
-    const char* e = std::getenv("DT_POOL_MAX_CACHED_MB");
-    long mb = e ? std::strtol(e, nullptr, 10) : 4096;
-    return size_t(mb < 0 ? 0 : mb) << 20;
-  }();
+  static const size_t v = size_t(config::get_int(config::Var::kPoolMaxCachedMb)) << 20;
   return v;
 }
 
@@ -63,10 +60,7 @@ size_t max_cached_bytes() {
 constexpr size_t kHugePage = size_t(2) << 20;
 
 bool huge_pages_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("DT_HUGE_PAGES");
-    return e == nullptr || std::strcmp(e, "0") != 0;
-  }();
+  static const bool on = config::get_bool(config::Var::kHugePages);
   return on;
 }
 

@@ -5,7 +5,7 @@
 #include "core/error.h"
 
 #if defined(DT_WITH_CUDA)
-#include <cuda_runtime_api.h>
+#include "core/cuda_check.h"
 #endif
 
 namespace dt {
@@ -62,14 +62,37 @@ void check_device_usable(const Device& device) {
 void synchronize(const Device& device, Stream stream) {
   if (device.is_cpu()) return;
 #if defined(DT_WITH_CUDA)
-  check_device_usable(device);
-  cudaSetDevice(device.index);
-  cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle));
-  if (e != cudaSuccess) DT_THROW(CudaError, "cudaStreamSynchronize on ", device, ": ", cudaGetErrorString(e));
+  DeviceGuard guard(device);
+  DT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream.handle)), "synchronize on ", device);
 #else
   (void)stream;
   check_device_usable(device);
 #endif
 }
+
+DeviceGuard::DeviceGuard(const Device& device) {
+  if (device.is_cpu()) return;
+  check_device_usable(device);
+#if defined(DT_WITH_CUDA)
+  int current = -1;
+  DT_CUDA_CHECK(cudaGetDevice(&current), "DeviceGuard(", device, ")");
+  if (current == device.index) return;
+  DT_CUDA_CHECK(cudaSetDevice(device.index), "DeviceGuard(", device, ")");
+  previous_ = current;
+#endif
+}
+
+DeviceGuard::~DeviceGuard() {
+#if defined(DT_WITH_CUDA)
+  if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) cudaGetLastError();  // a destructor must not throw
+#endif
+}
+
+#if defined(DT_WITH_CUDA)
+void throw_cuda_error(cudaError_t error, const std::string& what) {
+  cudaGetLastError();
+  DT_THROW(CudaError, what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error));
+}
+#endif
 
 }  // namespace dt

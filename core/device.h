@@ -38,6 +38,20 @@ void check_device_usable(const Device& device);
 // Blocks until all work queued on `stream` of `device` finished (no-op on the CPU).
 void synchronize(const Device& device, Stream stream = {});
 
+// Makes `device` the calling thread's current CUDA device for the scope and restores the previous one after: the
+// runtime API, NCCL and the kernels act on the current device, and a library call must not leave the caller's
+// changed. A no-op for the CPU. Throws Unsupported / CudaError when the device cannot be made current.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(const Device& device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;  // -1: nothing to restore
+};
+
 }  // namespace dt
 
 template <>

@@ -5,18 +5,26 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+
+#include "core/config.h"
+#include "core/error.h"
 
 namespace dt {
 namespace {
 
 LogLevel level_from_env() {
-  const char* v = std::getenv("DT_LOG");
-  if (v == nullptr || *v == '\0') return LogLevel::kWarn;
-  if (!std::strcmp(v, "error")) return LogLevel::kError;
-  if (!std::strcmp(v, "warn") || !std::strcmp(v, "warning")) return LogLevel::kWarn;
-  if (!std::strcmp(v, "info")) return LogLevel::kInfo;
-  if (!std::strcmp(v, "debug")) return LogLevel::kDebug;
-  std::fprintf(stderr, "dtensor: DT_LOG=%s is not one of error, warn, info, debug; using warn\n", v);
+  std::string v;
+  try {
+    v = config::get_string(config::Var::kLog);
+  } catch (const Error& e) {
+    // A log call must not throw: a malformed DT_LOG is reported once and the default level kept.
+    std::fprintf(stderr, "dtensor: %s; using warn\n", e.what());
+    return LogLevel::kWarn;
+  }
+  if (v == "error") return LogLevel::kError;
+  if (v == "info") return LogLevel::kInfo;
+  if (v == "debug") return LogLevel::kDebug;
   return LogLevel::kWarn;
 }
 

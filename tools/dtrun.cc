@@ -32,6 +32,7 @@
 #include "collectives/bootstrap.h"
 #include "collectives/store/store_protocol.h"
 #include "collectives/store/tcp_store.h"
+#include "core/config.h"
 #include "core/error.h"
 
 extern char** environ;
@@ -52,6 +53,7 @@ const char* kUsage =
     "  --tag-output        prefix every output line with the rank: [r3] ...\n"
     "  --timeout S         deadline in seconds of every blocking call in the ranks (sets DT_TIMEOUT_S)\n"
     "  --grace-period S    seconds between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
+    "  --help-env          list the environment variables dtensor reads, with their defaults\n"
     "\n"
     "With M > 1 every node's dtrun needs the same DT_STORE_SECRET in its environment; with M == 1 dtrun generates a\n"
     "secret unless DT_STORE_SECRET is set.\n";
@@ -104,6 +106,10 @@ Options parse_args(int argc, char** argv) {
     }
     if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (a == "--help-env") {
+      std::fputs(dt::config::help_text().c_str(), stdout);
       std::exit(0);
     }
     if (a.size() < 2 || a[0] != '-') break;  // the program
@@ -204,8 +210,7 @@ std::optional<std::string> find_program(const std::string& name) {
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
   };
   if (name.find('/') != std::string::npos) return executable(name) ? std::optional<std::string>(name) : std::nullopt;
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  const std::string dirs = dt::config::lookup("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
   size_t start = 0;
   for (;;) {
     size_t end = dirs.find(':', start);
@@ -424,9 +429,8 @@ int Launcher::run() {
   if (sfd < 0) DT_THROW(SystemError, "dtrun: signalfd failed: ", std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
 
-  const char* env_secret = std::getenv("DT_STORE_SECRET");
-  if (env_secret != nullptr && *env_secret != '\0') {
-    secret_ = env_secret;
+  if (dt::config::is_set(dt::config::Var::kStoreSecret)) {
+    secret_ = dt::config::get_string(dt::config::Var::kStoreSecret);
   } else if (o_.nnodes > 1) {
     say("--nnodes > 1 needs the same DT_STORE_SECRET in every node's environment, e.g. "
         "DT_STORE_SECRET=$(openssl rand -hex 32) on all nodes");

@@ -7,18 +7,13 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/config.h"
 #include "core/error.h"
 
 namespace dt {
 
 StoreDuration default_store_timeout() {
-  const char* v = std::getenv("DT_TIMEOUT_S");
-  if (v == nullptr || *v == '\0') return std::chrono::seconds(300);
-  char* end = nullptr;
-  errno = 0;
-  double s = std::strtod(v, &end);
-  DT_CHECK_ARG(end != v && *end == '\0' && errno == 0 && std::isfinite(s) && s > 0 && s < 1e9,
-               "DT_TIMEOUT_S must be a positive number of seconds, got '", v, "'");
+  const double s = config::get_seconds(config::Var::kTimeoutS);
   return StoreDuration(std::max<int64_t>(1, static_cast<int64_t>(std::llround(s * 1000.0))));
 }
 

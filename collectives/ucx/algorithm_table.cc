@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/config.h"
 #include "core/error.h"
 
 namespace dt::ucx {
@@ -37,30 +38,16 @@ const char* algorithm_name(Algorithm a) {
   return "?";
 }
 
-namespace {
-int64_t env_int(const char* name, int64_t fallback, int64_t min_value) {
-  const char* e = std::getenv(name);
-  if (e == nullptr || *e == '\0') return fallback;
-  char* end = nullptr;
-  long long v = std::strtoll(e, &end, 10);
-  DT_CHECK_ARG(end != e && *end == '\0' && v >= min_value, name, " must be an integer >= ", min_value, ", got '", e,
-               "'");
-  return v;
-}
-}  // namespace
-
 UcxTuning UcxTuning::from_env() {
-  static const UcxTuning t = [] {
-    UcxTuning d;
-    d.allreduce_small_bytes = env_int("DT_UCX_ALLREDUCE_SMALL_BYTES", d.allreduce_small_bytes, -1);
-    d.broadcast_small_bytes = env_int("DT_UCX_BROADCAST_SMALL_BYTES", d.broadcast_small_bytes, -1);
-    d.chunk_bytes = env_int("DT_UCX_CHUNK_BYTES", d.chunk_bytes, 1);
-    d.reduce_slots = int(env_int("DT_UCX_REDUCE_SLOTS", d.reduce_slots, 1));
-    d.direct_min_bytes = env_int("DT_UCX_DIRECT_MIN_BYTES", d.direct_min_bytes, -1);
-    d.direct_allreduce_min_bytes = env_int("DT_UCX_DIRECT_ALLREDUCE_MIN_BYTES", d.direct_allreduce_min_bytes, -1);
-    return d;
-  }();
-  return t;
+  using config::Var;
+  UcxTuning d;
+  d.allreduce_small_bytes = config::get_int(Var::kUcxAllreduceSmallBytes);
+  d.broadcast_small_bytes = config::get_int(Var::kUcxBroadcastSmallBytes);
+  d.chunk_bytes = config::get_int(Var::kUcxChunkBytes);
+  d.reduce_slots = int(config::get_int(Var::kUcxReduceSlots));
+  d.direct_min_bytes = config::get_int(Var::kUcxDirectMinBytes);
+  d.direct_allreduce_min_bytes = config::get_int(Var::kUcxDirectAllreduceMinBytes);
+  return d;
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include "collectives/ucx/algorithms.h"
 #include "collectives/ucx/tag.h"
 #include "collectives/ucx/worker.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -350,6 +351,7 @@ std::shared_ptr<Communicator> create_ucx_communicator(std::shared_ptr<Store> sto
 std::shared_ptr<Communicator> init_process_group() {
   BootstrapEnv env = init_from_env();
   set_process_rank(env.rank);
+  config::log_settings();
   std::shared_ptr<Store> store = connect_store(env);
   std::shared_ptr<Communicator> world = create_ucx_communicator(std::move(store), env.rank, env.world_size);
   set_default_world(world);

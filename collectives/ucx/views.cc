@@ -13,6 +13,7 @@
 
 #include "collectives/ucx/algorithms.h"
 #include "collectives/ucx/worker.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "kernels/copy.h"
@@ -132,7 +133,7 @@ class Runs {
 
 bool direct_copies_allowed() {
   static const bool allowed = [] {
-    if (const char* e = std::getenv("DT_UCX_DIRECT"); e != nullptr && std::strcmp(e, "0") == 0) return false;
+    if (!config::get_bool(config::Var::kUcxDirect)) return false;
     std::FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
     if (f == nullptr) return true;  // no Yama: plain ptrace rules (same user) apply
     int scope = 0;

@@ -15,6 +15,7 @@
 #include "collectives/ucx/cma_guard.h"
 #include "collectives/ucx/tag.h"
 #include "collectives/ucx/views.h"
+#include "core/config.h"
 #include "core/logging.h"
 
 namespace dt::ucx {
@@ -211,12 +212,9 @@ void UcxWorker::init(int64_t generation) {
   // milliseconds later) for up to DT_UCX_SPIN_US after the last progress, yielding the core between polls when the
   // ranks on this host outnumber its cores, then sleeps on the event descriptor.
   const int cpus = online_cpus();
-  int64_t spin_us = 50000;
-  if (const char* e = std::getenv("DT_UCX_SPIN_US"); e != nullptr && *e) spin_us = std::max(0L, std::atol(e));
-  spin_ = std::chrono::microseconds(spin_us);
+  spin_ = std::chrono::microseconds(config::get_int(config::Var::kUcxSpinUs));
   yield_ = local > cpus;
-  if (const char* e = std::getenv("DT_UCX_STALL_MS"); e != nullptr && *e)
-    stall_threshold_ = std::chrono::milliseconds(std::max(1L, std::atol(e)));
+  stall_threshold_ = std::chrono::milliseconds(config::get_int(config::Var::kUcxStallMs));
 
   abort_recv_ = std::make_unique<AbortRecv>();
   {
@@ -246,7 +244,7 @@ void UcxWorker::init(int64_t generation) {
     live_workers().push_back(this);
   }
   thread_ = std::thread([this] { thread_main(); });
-  DT_LOG_INFO("UCX worker up: rank ", rank_, "/", size_, ", ", local, " rank(s) on this host, spin ", spin_us, " us");
+  DT_LOG_INFO("UCX worker up: rank ", rank_, "/", size_, ", ", local, " rank(s) on this host, spin ", spin_.count(), " us");
 }
 
 void UcxWorker::stop_thread() {

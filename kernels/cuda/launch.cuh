@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
+#include "core/cuda_check.h"
 #include "core/device.h"
-#include "core/error.h"
 
 namespace dt::kernels::cuda {
 
@@ -17,9 +17,6 @@ inline unsigned grid_for(int64_t n, unsigned block = 256) {
   return unsigned(g > 65535 * 16 ? 65535 * 16 : (g < 1 ? 1 : g));
 }
 
-inline void check_launch(const char* what) {
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) DT_THROW(CudaError, what, ": ", cudaGetErrorString(e));
-}
+inline void check_launch(const char* what) { DT_CUDA_CHECK(cudaGetLastError(), what); }
 
 }  // namespace dt::kernels::cuda

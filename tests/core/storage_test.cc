@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/config.h"
 #include "core/tensor.h"
 
 namespace dt {
@@ -82,7 +83,7 @@ std::string vm_flags_of(const void* p) {
 TEST(Allocator, HostBlocksLieOnHugePages) {
   // Note [Huge pages for host blocks]: small blocks are cut from 2 MiB slabs, large ones start on a 2 MiB boundary;
   // both are advised for huge pages ("hg" in the mapping's VmFlags).
-  if (const char* e = std::getenv("DT_HUGE_PAGES"); e != nullptr && std::string(e) == "0") GTEST_SKIP();
+  if (!config::get_bool(config::Var::kHugePages)) GTEST_SKIP() << "DT_HUGE_PAGES=0";
   if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "kernel without THP";
   Allocator& a = allocator_for(Device::cpu());
   const size_t small = 96 << 10, large = (size_t(5) << 20) + 4096;

@@ -219,7 +219,14 @@ def case_usage_errors():
     p, _ = run([DTRUN, "--nproc-per-node", "1", "/nonexistent/program"])
     check(p.returncode == 127 and "nonexistent" in p.stderr, "a missing program exits 127", p)
     p, _ = run([DTRUN, "--help"])
-    check(p.returncode == 0 and "--nproc-per-node" in p.stdout, "--help", p)
+    check(p.returncode == 0 and "--nproc-per-node" in p.stdout and "--help-env" in p.stdout, "--help", p)
+    # --help-env lists every variable core/config.h declares, each with its help line.
+    p, _ = run([DTRUN, "--help-env"])
+    header = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "core", "config.h")).read()
+    declared = re.findall(r'X\(k\w+, "(DT_[A-Z0-9_]+)"', header)
+    check(p.returncode == 0 and len(declared) > 10, "--help-env", p)
+    for name in declared:
+        check(re.search(r"^  " + name + r" \(", p.stdout, re.M) is not None, f"--help-env lists {name}", p)
 
 
 def case_mpirun():

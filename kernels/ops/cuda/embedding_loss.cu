@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/cuda_check.h"
 #include "kernels/ops/common.h"
 #include "kernels/ops/cuda/common.cuh"
 #include "kernels/ops/embedding.h"
@@ -27,12 +28,6 @@ __global__ void check_ids_kernel(const I* ids, int64_t n, int64_t hi, bool has_i
   }
 }
 
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    DT_THROW(CudaError, what, ": ", cudaGetErrorString(e));
-  }
-}
 
 }  // namespace
 
@@ -42,7 +37,7 @@ IdsCheck check_ids_cuda(const Tensor& ids, int64_t hi, std::optional<int64_t> ig
   Tensor res = Tensor::empty({2}, DType::i64, ids.device());
   unsigned long long init[2] = {std::numeric_limits<unsigned long long>::max(), 0};
   auto* pres = static_cast<unsigned long long*>(res.data_ptr());
-  cuda_check(cudaMemcpyAsync(pres, init, sizeof(init), cudaMemcpyHostToDevice, s), "check_ids (upload)");
+  DT_CUDA_CHECK(cudaMemcpyAsync(pres, init, sizeof(init), cudaMemcpyHostToDevice, s), "check_ids (upload)");
   dispatch_dtype(ids.dtype(), [&]<typename I>() {
     if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) {
       check_ids_kernel<I><<<kernels::cuda::grid_for(n), 256, 0, s>>>(ids.data<I>(), n, hi, ignore.has_value(),
@@ -53,8 +48,8 @@ IdsCheck check_ids_cuda(const Tensor& ids, int64_t hi, std::optional<int64_t> ig
   });
   kernels::cuda::check_launch("check_ids");
   unsigned long long host[2];
-  cuda_check(cudaMemcpyAsync(host, pres, sizeof(host), cudaMemcpyDeviceToHost, s), "check_ids (download)");
-  cuda_check(cudaStreamSynchronize(s), "check_ids (synchronize)");
+  DT_CUDA_CHECK(cudaMemcpyAsync(host, pres, sizeof(host), cudaMemcpyDeviceToHost, s), "check_ids (download)");
+  DT_CUDA_CHECK(cudaStreamSynchronize(s), "check_ids (synchronize)");
   IdsCheck r;
   r.valid = int64_t(host[1]);
   if (host[0] != std::numeric_limits<unsigned long long>::max()) {

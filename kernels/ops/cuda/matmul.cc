@@ -8,6 +8,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include "core/cuda_check.h"
+
 namespace dt::kernels::cuda {
 
 namespace {
@@ -20,8 +22,7 @@ void check_cublas(cublasStatus_t s, const char* what) {
 // thread-exit destructors can run after the CUDA runtime shut down.
 cublasHandle_t handle_for_current_device() {
   int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) DT_THROW(CudaError, "cudaGetDevice: ", cudaGetErrorString(e));
+  DT_CUDA_CHECK(cudaGetDevice(&dev));
   thread_local std::unordered_map<int, cublasHandle_t>* handles = new std::unordered_map<int, cublasHandle_t>();
   auto it = handles->find(dev);
   if (it != handles->end()) return it->second;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "collectives/store/store_protocol.h"
+#include "core/config.h"
 
 namespace dt::test {
 
@@ -120,7 +121,8 @@ class RawConn {
   int fd_ = -1;
 };
 
-// Sets (or unsets, with nullopt) an environment variable for the scope, restoring the old value after.
+// Sets (or unsets, with nullopt) an environment variable for the scope, restoring the old value after; dtensor's
+// configuration is parsed again at the next use on both ends of the scope.
 class ScopedEnv {
  public:
   ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
@@ -130,6 +132,7 @@ class ScopedEnv {
     } else {
       ::unsetenv(name_.c_str());
     }
+    config::reset_for_testing();
   }
   ~ScopedEnv() {
     if (old_) {
@@ -137,6 +140,7 @@ class ScopedEnv {
     } else {
       ::unsetenv(name_.c_str());
     }
+    config::reset_for_testing();
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
