@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "collectives/flight_recorder.h"
 #include "core/error.h"
 
 namespace dt {
@@ -16,6 +17,21 @@ Work::Duration default_timeout() {
   return t;
 }
 
+void Work::set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id) {
+  recorder_ = std::move(recorder);
+  record_id_ = id;
+  recorded_.store(true);
+  // Finished before the record was attached (a call completed at once): tell it now. Both sides may tell; the state
+  // is the same.
+  if (const uint8_t f = finished_.load()) recorder_->finish(record_id_, f == 1);
+}
+
+void Work::note_finished(bool ok) {
+  uint8_t expected = 0;
+  if (!finished_.compare_exchange_strong(expected, ok ? 1 : 2)) return;
+  if (recorded_.load()) recorder_->finish(record_id_, ok);
+}
+
 AsyncWork::AsyncWork(std::string description, Duration default_timeout, std::function<bool()> progress)
     : description_(std::move(description)), default_timeout_(default_timeout), progress_(std::move(progress)) {}
 
@@ -26,6 +42,7 @@ void AsyncWork::mark_done(std::exception_ptr error) {
     done_ = true;
     error_ = error;
   }
+  note_finished(error == nullptr);
   cv_.notify_all();
 }
 
@@ -69,7 +86,7 @@ void AsyncWork::wait(Duration timeout) {
 namespace {
 class CompletedWork : public Work {
  public:
-  CompletedWork(std::string d, std::exception_ptr e) : d_(std::move(d)), e_(e) {}
+  CompletedWork(std::string d, std::exception_ptr e) : d_(std::move(d)), e_(e) { note_finished(e == nullptr); }
   void wait(Duration) override {
     if (e_) std::rethrow_exception(e_);
   }
