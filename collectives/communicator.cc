@@ -116,6 +116,14 @@ std::map<int, CollectiveObserver>& observers() {
 }
 std::atomic<int> g_obs_count{0};
 int g_next_obs_id = 1;
+// Calls made while a wrapper's enqueue() runs on this thread (its exchange, the forwarded call) are not observed.
+thread_local int t_forwarding = 0;
+struct ForwardingScope {
+  ForwardingScope() { ++t_forwarding; }
+  ~ForwardingScope() { --t_forwarding; }
+  ForwardingScope(const ForwardingScope&) = delete;
+  ForwardingScope& operator=(const ForwardingScope&) = delete;
+};
 }  // namespace
 
 int add_collective_observer(CollectiveObserver observer) {
@@ -284,11 +292,15 @@ WorkPtr Communicator::submit(const CollectiveArgs& args) {
   validate_collective(*this, args);
   const bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
   if (!p2p) ++sequence_;  // point-to-point calls involve two ranks only, so they do not advance the group's count
-  if (forwards_) return enqueue(args);
-  if (g_obs_count.load(std::memory_order_relaxed) > 0) {
+  // Observers see the communicator the caller called: a wrapper's, not the calls it makes on the wrapped one.
+  if (g_obs_count.load(std::memory_order_relaxed) > 0 && t_forwarding == 0) {
     std::lock_guard<std::mutex> lock(g_obs_mu);
     CollectiveEvent ev{this, &args};
     for (auto& [id, fn] : observers()) fn(ev);
+  }
+  if (forwards_) {
+    ForwardingScope scope;
+    return enqueue(args);
   }
   DT_LOG_DEBUG(args.describe(), " on ", backend_name(), " group of ", size());
   const uint64_t record = recorder_->record(p2p ? 0 : sequence_, args);

@@ -31,8 +31,8 @@
 // validates (clear errors naming the call, the expected and the given values), notifies observers (communication
 // counters), records the call in the communicator's flight recorder (collectives/flight_recorder.h) and hands it to
 // the backend's enqueue(). Backends implement enqueue() and never re-validate. The debug signature check
-// (DT_DEBUG_COLLECTIVES=1) is a wrapper communicator around a backend's (collectives/debug_communicator.h), whose
-// funnel only validates before its enqueue() hands the call to the wrapped communicator's funnel.
+// (DT_DEBUG_COLLECTIVES=1) is a wrapper communicator around a backend's (collectives/debug_communicator.h): its
+// funnel validates and notifies observers, then its enqueue() checks and hands the call to the wrapped one's funnel.
 #pragma once
 
 #include <cstdint>
@@ -158,8 +158,9 @@ class Communicator {
   virtual WorkPtr enqueue(const CollectiveArgs& args) = 0;
   // Group-wide calls submitted so far, this one included (the number a call has in its group).
   uint64_t call_sequence() const { return sequence_; }
-  // For wrappers: this communicator's funnel only validates, and shares `inner`'s flight recorder (whose funnel
-  // observes and records the calls).
+  // For wrappers: this communicator's funnel validates and notifies observers, then enqueue() forwards; the calls
+  // the wrapper makes meanwhile (on `inner`) are not observed again. It shares `inner`'s flight recorder, which
+  // records them.
   void forward_to(const Communicator& inner);
 
  private:

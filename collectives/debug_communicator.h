@@ -6,8 +6,9 @@
 //
 // Where communicators are made (init_process_group, the thread backend's worlds, NCCL's init_process_group, and
 // every backend's split()) maybe_wrap_debug applies the wrapper when the variable is set; a wrapper's splits are
-// wrapped too. The wrapped communicator's own funnel still validates, observes and records each call (the wrapper's
-// funnel only validates, so a bad call fails before the exchange instead of leaving the peers waiting in it).
+// wrapped too. Observers (communication counters) see each call once, on the wrapper, and not the exchange; the
+// wrapped communicator's funnel validates again and records both in the flight recorder they share. The wrapper's
+// funnel validates first, so a bad call fails before the exchange instead of leaving the peers waiting in it.
 #pragma once
 
 #include <memory>

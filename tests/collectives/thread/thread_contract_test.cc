@@ -298,6 +298,25 @@ TEST(DebugCommunicator, MatchingCallsRunAndMismatchesNameTheRanks) {
   });
 }
 
+// Communication counters see the call once, on the communicator the caller called, and not the exchange.
+TEST(DebugCommunicator, ObserversSeeEachCallOnceOnTheWrapper) {
+  run_threads(2, [&](CommunicatorPtr world) {
+    auto comm = std::make_shared<DebugCommunicator>(world);
+    const auto me = std::this_thread::get_id();
+    std::vector<std::pair<const Communicator*, CollectiveKind>> seen;  // this rank's thread only
+    const int id = add_collective_observer([&](const CollectiveEvent& ev) {
+      if (std::this_thread::get_id() == me) seen.push_back({ev.comm, ev.args->kind});
+    });
+    float x = 1;
+    comm->all_reduce(&x, &x, 1, DType::f32, ReduceOp::kSum, Device::cpu())->wait();
+    remove_collective_observer(id);
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_EQ(seen[0].first, comm.get());
+    EXPECT_EQ(seen[0].second, CollectiveKind::kAllReduce);
+    EXPECT_EQ(x, 2.0f);
+  });
+}
+
 TEST(DebugCommunicator, MaybeWrapFollowsTheVariable) {
   auto comms = make_thread_world(1);
   CommunicatorPtr w = maybe_wrap_debug(comms[0]);
