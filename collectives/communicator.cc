@@ -2,14 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
 
-#include "core/config.h"
+#include "collectives/flight_recorder.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -43,6 +41,58 @@ bool CollectiveArgs::in_place() const {
   return send != nullptr && recv != nullptr && send == recv;
 }
 
+namespace {
+// The elements of the span [0, max(displ + count)) of an all_to_allv side (empty blocks do not count).
+int64_t span_of(const std::vector<int64_t>& counts, const std::vector<int64_t>& displs) {
+  int64_t end = 0;
+  for (size_t j = 0; j < counts.size() && j < displs.size(); ++j)
+    if (counts[j] > 0) end = std::max(end, displs[j] + counts[j]);
+  return end;
+}
+}  // namespace
+
+int64_t CollectiveArgs::send_bytes(int group_size) const {
+  const int64_t n = group_size, es = int64_t(elem_size());
+  if (has_views()) return 0;
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kSend:
+      return count * es;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      return n * count * es;
+    case CollectiveKind::kAllToAllV:
+      return span_of(send_counts, send_displs) * es;
+    case CollectiveKind::kRecv:
+    case CollectiveKind::kBarrier:
+      return 0;
+  }
+  return 0;
+}
+
+int64_t CollectiveArgs::recv_bytes(int group_size) const {
+  const int64_t n = group_size, es = int64_t(elem_size());
+  if (has_views()) return 0;
+  switch (kind) {
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kRecv:
+      return count * es;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kAllToAll:
+      return n * count * es;
+    case CollectiveKind::kAllToAllV:
+      return span_of(recv_counts, recv_displs) * es;
+    case CollectiveKind::kSend:
+    case CollectiveKind::kBarrier:
+      return 0;
+  }
+  return 0;
+}
+
 std::string CollectiveArgs::describe() const {
   std::ostringstream os;
   if (kind == CollectiveKind::kBarrier) return "barrier()";
@@ -66,8 +116,14 @@ std::map<int, CollectiveObserver>& observers() {
 }
 std::atomic<int> g_obs_count{0};
 int g_next_obs_id = 1;
-
-bool debug_signatures() { return config::get_bool(config::Var::kDebugCollectives); }
+// Calls made while a wrapper's enqueue() runs on this thread (its exchange, the forwarded call) are not observed.
+thread_local int t_forwarding = 0;
+struct ForwardingScope {
+  ForwardingScope() { ++t_forwarding; }
+  ~ForwardingScope() { --t_forwarding; }
+  ForwardingScope(const ForwardingScope&) = delete;
+  ForwardingScope& operator=(const ForwardingScope&) = delete;
+};
 }  // namespace
 
 int add_collective_observer(CollectiveObserver observer) {
@@ -119,8 +175,9 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
            std::to_string(comm.size()) + "]";
   };
   DT_CHECK_ARG(a.count >= 0, what(), ": count must be non-negative, got ", a.count);
-  DT_CHECK_ARG(comm.supports(a.device), what(), ": buffers on ", a.device, " are not supported by the ",
-               comm.backend_name(), " backend");
+  // A barrier moves no user buffer: it runs on the communicator's home device, whatever supports() says.
+  DT_CHECK_ARG(a.kind == CollectiveKind::kBarrier || comm.supports(a.device), what(), ": buffers on ", a.device,
+               " are not supported by the ", comm.backend_name(), " backend");
   const int n = comm.size();
   const bool reduces = a.kind == CollectiveKind::kAllReduce || a.kind == CollectiveKind::kReduceScatter;
   DT_CHECK_ARG(a.kind == CollectiveKind::kBarrier || is_valid_dtype(a.dtype), what(), ": invalid dtype (value ",
@@ -222,65 +279,40 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
 
 // ---- the funnel ----
 
+Communicator::Communicator() : recorder_(std::make_shared<FlightRecorder>()) {}
+
+Communicator::~Communicator() = default;
+
+void Communicator::forward_to(const Communicator& inner) {
+  forwards_ = true;
+  recorder_ = inner.recorder_;
+}
+
 WorkPtr Communicator::submit(const CollectiveArgs& args) {
   validate_collective(*this, args);
   const bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
   if (!p2p) ++sequence_;  // point-to-point calls involve two ranks only, so they do not advance the group's count
-  if (debug_signatures() && !p2p && size() > 1) {
-    // Every rank contributes its signature; all must agree (all_to_allv counts differ per rank by design).
-    constexpr int kFields = 6;
-    const int n = size();
-    Tensor mine =
-        Tensor::from_data<int64_t>({int64_t(sequence_), int64_t(args.kind),
-                                    args.kind == CollectiveKind::kAllToAllV || args.has_views() ? 0 : args.count,
-                                    int64_t(args.dtype), int64_t(args.op), int64_t(args.root)},
-                                   {kFields});
-    Tensor all = Tensor::empty({int64_t(n) * kFields}, DType::i64);
-    Tensor dev_mine = mine.to(args.device), dev_all = all.to(args.device);
-    CollectiveArgs sig;
-    sig.kind = CollectiveKind::kAllGather;
-    sig.send = dev_mine.data_ptr();
-    sig.recv = dev_all.data_ptr();
-    sig.count = kFields;
-    sig.dtype = DType::i64;
-    sig.device = args.device;
-    sig.stream = args.stream;
-    enqueue(sig)->wait();
-    std::vector<double> v = dev_all.to_vector();
-    std::vector<int> differ;
-    for (int r = 0; r < n; ++r)
-      for (int f = 0; f < kFields; ++f)
-        if (v[size_t(r * kFields + f)] != v[size_t(f)]) {
-          differ.push_back(r);
-          break;
-        }
-    if (!differ.empty()) {
-      // "all_reduce(count=4, f32, sum)", "broadcast(count=4, f32, root=1)" as rank r's call #k.
-      auto call_of = [&](int r) {
-        const double* f = v.data() + size_t(r) * kFields;
-        const auto kind = CollectiveKind(int64_t(f[1]));
-        std::ostringstream c;
-        c << collective_kind_name(kind) << "(count=" << int64_t(f[2]) << ", " << dtype_name(DType(int64_t(f[3])));
-        if (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter)
-          c << ", " << reduce_op_name(ReduceOp(int64_t(f[4])));
-        if (kind == CollectiveKind::kBroadcast) c << ", root=" << int64_t(f[5]);
-        c << ") as call #" << int64_t(f[0]);
-        return c.str();
-      };
-      std::ostringstream os;
-      os << "mismatched collectives on " << backend_name() << " group of " << n << ": rank 0 called " << call_of(0);
-      auto g = global_ranks();
-      for (int r : differ) os << "; rank " << r << " (global " << g[size_t(r)] << ") called " << call_of(r);
-      DT_THROW(InvalidArgument, os.str());
-    }
-  }
-  if (g_obs_count.load(std::memory_order_relaxed) > 0) {
+  // Observers see the communicator the caller called: a wrapper's, not the calls it makes on the wrapped one.
+  if (g_obs_count.load(std::memory_order_relaxed) > 0 && t_forwarding == 0) {
     std::lock_guard<std::mutex> lock(g_obs_mu);
     CollectiveEvent ev{this, &args};
     for (auto& [id, fn] : observers()) fn(ev);
   }
+  if (forwards_) {
+    ForwardingScope scope;
+    return enqueue(args);
+  }
   DT_LOG_DEBUG(args.describe(), " on ", backend_name(), " group of ", size());
-  return enqueue(args);
+  const uint64_t record = recorder_->record(p2p ? 0 : sequence_, args);
+  WorkPtr work;
+  try {
+    work = enqueue(args);
+  } catch (...) {
+    recorder_->finish(record, false);
+    throw;
+  }
+  work->set_record(recorder_, record);
+  return work;
 }
 
 // ---- marshalling ----
@@ -384,7 +416,7 @@ WorkPtr Communicator::recv(void* buf, int64_t count, DType dtype, int peer, Devi
 }
 
 WorkPtr Communicator::barrier() {
-  return submit(args_for(CollectiveKind::kBarrier, nullptr, nullptr, 0, DType::f32, Device::cpu(), {}));
+  return submit(args_for(CollectiveKind::kBarrier, nullptr, nullptr, 0, DType::f32, home_device(), {}));
 }
 
 // ---- Tensor API ----

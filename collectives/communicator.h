@@ -28,11 +28,11 @@
 //
 // Note [One funnel]
 // The public methods only marshal their arguments into CollectiveArgs and call submit(), the single function that
-// validates (clear errors naming the call, the expected and the given values), runs the optional debug signature
-// check (DT_DEBUG_COLLECTIVES=1: all ranks exchange (sequence, kind, count, dtype, op, root) first and a mismatch
-// is an error naming the ranks; the exchange blocks the caller, so in that mode calls are synchronous), notifies
-// observers (communication counters), and hands the call to the backend's
-// enqueue(). Backends implement enqueue() and never re-validate.
+// validates (clear errors naming the call, the expected and the given values), notifies observers (communication
+// counters), records the call in the communicator's flight recorder (collectives/flight_recorder.h) and hands it to
+// the backend's enqueue(). Backends implement enqueue() and never re-validate. The debug signature check
+// (DT_DEBUG_COLLECTIVES=1) is a wrapper communicator around a backend's (collectives/debug_communicator.h): its
+// funnel validates and notifies observers, then its enqueue() checks and hands the call to the wrapped one's funnel.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +49,8 @@
 #include "kernels/strided_view.h"
 
 namespace dt {
+
+class FlightRecorder;
 
 enum class CollectiveKind : uint8_t {
   kAllGather,
@@ -83,12 +85,17 @@ struct CollectiveArgs {
   size_t elem_size() const { return dtype_size(dtype); }
   bool has_views() const { return !recv_views.empty(); }
   bool in_place() const;
+  // The bytes this rank's send (recv) buffer spans in a group of `group_size`, by the layouts above (all_to_allv:
+  // up to the end of its last non-empty block; 0 for a side the call has no buffer on, and for strided views).
+  int64_t send_bytes(int group_size) const;
+  int64_t recv_bytes(int group_size) const;
   std::string describe() const;  // "all_reduce(count=1024, f32, sum)"
 };
 
 class Communicator {
  public:
-  virtual ~Communicator() = default;
+  Communicator();
+  virtual ~Communicator();
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -143,12 +150,23 @@ class Communicator {
   // The funnel (Note [One funnel]). Public so that layers above can issue prepared arguments.
   WorkPtr submit(const CollectiveArgs& args);
 
+  // The record of this communicator's last calls (quoted by the backends' timeout and abort errors).
+  const std::shared_ptr<FlightRecorder>& flight_recorder() const { return recorder_; }
+
  protected:
   // Backends: start the (already validated) operation and return its Work.
   virtual WorkPtr enqueue(const CollectiveArgs& args) = 0;
+  // Group-wide calls submitted so far, this one included (the number a call has in its group).
+  uint64_t call_sequence() const { return sequence_; }
+  // For wrappers: this communicator's funnel validates and notifies observers, then enqueue() forwards; the calls
+  // the wrapper makes meanwhile (on `inner`) are not observed again. It shares `inner`'s flight recorder, which
+  // records them.
+  void forward_to(const Communicator& inner);
 
  private:
-  uint64_t sequence_ = 0;  // group-wide calls issued on this communicator (debug signature check)
+  uint64_t sequence_ = 0;  // group-wide calls submitted on this communicator
+  bool forwards_ = false;
+  std::shared_ptr<FlightRecorder> recorder_;
 };
 
 using CommunicatorPtr = std::shared_ptr<Communicator>;

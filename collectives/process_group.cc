@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "collectives/bootstrap.h"
+#include "collectives/debug_communicator.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -28,7 +29,8 @@ std::shared_ptr<Communicator> init_process_group(DeviceType type) {
   static std::shared_ptr<Store> store;
   std::lock_guard<std::mutex> lock(mu);
   if (!store) store = connect_store(env);
-  std::shared_ptr<Communicator> world = NcclCommunicator::create(*store, env.rank, env.world_size, device);
+  std::shared_ptr<Communicator> world =
+      maybe_wrap_debug(NcclCommunicator::create(*store, env.rank, env.world_size, device));
   set_default_world(world);
   DT_LOG_INFO("NCCL world of ", env.world_size, " ranks on ", device);
   return world;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "collectives/flight_recorder.h"
 #include "core/config.h"
 #include "core/error.h"
 
@@ -9,6 +10,21 @@ namespace dt {
 
 Work::Duration default_timeout() {
   return Work::Duration(std::max<int64_t>(1, int64_t(config::get_seconds(config::Var::kTimeoutS) * 1000)));
+}
+
+void Work::set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id) {
+  recorder_ = std::move(recorder);
+  record_id_ = id;
+  recorded_.store(true);
+  // Finished before the record was attached (a call completed at once): tell it now. Both sides may tell; the state
+  // is the same.
+  if (const uint8_t f = finished_.load()) recorder_->finish(record_id_, f == 1);
+}
+
+void Work::note_finished(bool ok) {
+  uint8_t expected = 0;
+  if (!finished_.compare_exchange_strong(expected, ok ? 1 : 2)) return;
+  if (recorded_.load()) recorder_->finish(record_id_, ok);
 }
 
 AsyncWork::AsyncWork(std::string description, Duration default_timeout, std::function<bool()> progress)
@@ -21,6 +37,7 @@ void AsyncWork::mark_done(std::exception_ptr error) {
     done_ = true;
     error_ = error;
   }
+  note_finished(error == nullptr);
   cv_.notify_all();
 }
 
@@ -64,7 +81,7 @@ void AsyncWork::wait(Duration timeout) {
 namespace {
 class CompletedWork : public Work {
  public:
-  CompletedWork(std::string d, std::exception_ptr e) : d_(std::move(d)), e_(e) {}
+  CompletedWork(std::string d, std::exception_ptr e) : d_(std::move(d)), e_(e) { note_finished(e == nullptr); }
   void wait(Duration) override {
     if (e_) std::rethrow_exception(e_);
   }

@@ -2,8 +2,10 @@
 // finished (or its deadline passed) and rethrows the error it failed with.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -11,6 +13,8 @@
 #include <string>
 
 namespace dt {
+
+class FlightRecorder;
 
 class Work {
  public:
@@ -29,6 +33,20 @@ class Work {
   virtual std::exception_ptr error() = 0;
   // What this is, for error messages and logs ("all_reduce(count=1024, f32, sum) on ucx[rank 1/4]").
   virtual std::string describe() const = 0;
+
+  // The funnel's flight-recorder entry for this call (collectives/flight_recorder.h), told when the operation
+  // finishes, even after the caller released the Work. Set once, by Communicator::submit.
+  void set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id);
+
+ protected:
+  // Subclasses call it when the operation finished (`ok`: without an error); only the first call counts.
+  void note_finished(bool ok);
+
+ private:
+  std::atomic<uint8_t> finished_{0};  // 0 running, 1 ok, 2 failed
+  std::atomic<bool> recorded_{false};
+  std::shared_ptr<FlightRecorder> recorder_;
+  uint64_t record_id_ = 0;
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -2,6 +2,7 @@
 // exist, on which rank.
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -43,6 +44,10 @@ DT_ERROR_SUBCLASS_(SystemError, kSystemError)
 DT_ERROR_SUBCLASS_(CudaError, kCudaError)
 DT_ERROR_SUBCLASS_(InternalError, kInternal)
 #undef DT_ERROR_SUBCLASS_
+
+// The dt::Error subclass for `code` (InvalidArgument for kInvalidArgument, ...), as an exception_ptr: for errors
+// stored on a Work or carried across threads with their code.
+std::exception_ptr make_error(ErrorCode code, const std::string& message);
 
 // Concatenates its arguments with operator<<.
 template <typename... Args>

@@ -12,6 +12,9 @@
 #include <thread>
 #include <utility>
 
+#include "collectives/debug_communicator.h"
+#include "collectives/exchange.h"
+#include "collectives/flight_recorder.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "kernels/reduce.h"
@@ -161,8 +164,10 @@ struct NcclState {
   std::mutex mu;              // serializes calls on `comm` (NCCL communicators are not thread-safe)
   ncclComm_t comm = nullptr;  // null once aborted or destroyed
   cudaStream_t stream = nullptr;
-  void* scratch = nullptr;  // device: the barrier word, then the split exchange
+  void* scratch = nullptr;  // device: the barrier word
   size_t scratch_bytes = 0;
+
+  std::shared_ptr<FlightRecorder> recorder;  // the communicator's, quoted by timeout and abort errors
 
   std::atomic<bool> aborted{false};
   std::mutex reason_mu;
@@ -229,8 +234,12 @@ class NcclWork final : public Work {
   std::string describe() const override { return desc_; }
 
   void fail(std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!done_ && !error_) error_ = std::move(e);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done_ || error_) return;
+      error_ = std::move(e);
+    }
+    note_finished(false);
   }
   Clock::time_point start() const { return start_; }
 
@@ -250,13 +259,18 @@ class NcclWork final : public Work {
       cudaGetLastError();  // not an error: clear it so that it does not surface elsewhere
       return false;
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (e == cudaSuccess) {
-      if (!error_) done_ = true;
-    } else {
-      cudaGetLastError();
-      if (!error_) error_ = std::make_exception_ptr(CudaError(str_cat(desc_, ": ", cudaGetErrorString(e))));
+    bool ok;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (e == cudaSuccess) {
+        if (!error_) done_ = true;
+      } else {
+        cudaGetLastError();
+        if (!error_) error_ = std::make_exception_ptr(CudaError(str_cat(desc_, ": ", cudaGetErrorString(e))));
+      }
+      ok = error_ == nullptr;
     }
+    note_finished(ok);
     return true;
   }
 
@@ -316,12 +330,13 @@ void NcclState::abort(const std::string& why, const NcclWork* timed_out) {
     std::lock_guard<std::mutex> lock(works_mu);
     works.swap(inflight);
   }
+  const std::string recent = recorder != nullptr ? "; " + recorder->describe_recent() : std::string();
   for (auto& w : works) {
     if (w.get() == timed_out) {
-      w->fail(std::make_exception_ptr(TimeoutError(str_cat(why, "; ", label(), " was aborted"))));
+      w->fail(std::make_exception_ptr(TimeoutError(str_cat(why, "; ", label(), " was aborted", recent))));
     } else {
-      w->fail(
-          std::make_exception_ptr(RemoteError(str_cat(w->describe(), " failed: ", label(), " was aborted: ", why))));
+      w->fail(std::make_exception_ptr(
+          RemoteError(str_cat(w->describe(), " failed: ", label(), " was aborted: ", why, recent))));
     }
   }
   // Enqueues polling a pending NCCL call see `aborted` and release `mu` promptly.
@@ -423,7 +438,7 @@ std::shared_ptr<NcclState> make_state(ncclComm_t comm, Device device, int rank, 
   st->comm = comm;
   nccl_detail::DeviceGuard guard(device.index);
   nccl_detail::check_cuda(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  st->scratch_bytes = 32 + 24 * size_t(size);  // barrier word (8), own split triple (24), every rank's triple
+  st->scratch_bytes = 8;  // the barrier word
   nccl_detail::check_cuda(cudaMalloc(&st->scratch, st->scratch_bytes), "cudaMalloc (nccl scratch)");
   nccl_detail::check_cuda(cudaMemset(st->scratch, 0, st->scratch_bytes), "cudaMemset (nccl scratch)");
   return st;
@@ -501,6 +516,7 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(int rank, int size, D
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclState> state) : state_(std::move(state)) {
   DT_CHECK_ARG(state_ != nullptr, "NcclCommunicator: null state");
+  state_->recorder = flight_recorder();
   state_->start_watchdog();
 }
 
@@ -709,30 +725,13 @@ std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   DT_CHECK_ARG(!st.aborted.load(), what, ": the communicator was aborted: ", st.abort_reason());
   nccl_detail::DeviceGuard guard(st.device.index);
 
-  // Every rank's (color, key, global rank), to know the new group's members: NCCL does not tell.
-  const int64_t mine[3] = {color, key, st.global_ranks[size_t(st.rank)]};
-  auto* base = static_cast<std::byte*>(st.scratch);
-  nccl_detail::check_cuda(cudaMemcpy(base + 8, mine, sizeof(mine), cudaMemcpyHostToDevice), what);
-  CollectiveArgs ag;
-  ag.kind = CollectiveKind::kAllGather;
-  ag.send = base + 8;
-  ag.recv = base + 32;
-  ag.count = 3;
-  ag.dtype = DType::i64;
-  ag.device = st.device;
-  enqueue(ag)->wait();
-  std::vector<int64_t> all(size_t(3 * st.size));
-  nccl_detail::check_cuda(cudaMemcpy(all.data(), base + 32, all.size() * sizeof(int64_t), cudaMemcpyDeviceToHost),
-                          what);
-  std::vector<std::pair<int64_t, int>> members;  // (key, parent rank)
-  for (int r = 0; r < st.size; ++r)
-    if (color >= 0 && all[size_t(3 * r)] == color) members.push_back({all[size_t(3 * r + 1)], r});
-  std::sort(members.begin(), members.end());  // NCCL orders by key, then by parent rank
+  // Every rank's (color, key), to know the new group's members: NCCL does not tell.
+  const std::vector<int> members = split_members(all_gather_ints(*this, {color, key}), color);
   std::vector<int> globals;
   int new_rank = -1;
   for (size_t i = 0; i < members.size(); ++i) {
-    globals.push_back(int(all[size_t(3 * members[i].second + 2)]));
-    if (members[i].second == st.rank) new_rank = int(i);
+    globals.push_back(st.global_ranks[size_t(members[i])]);
+    if (members[i] == st.rank) new_rank = int(i);
   }
 
   ncclComm_t nc = nullptr;
@@ -765,7 +764,7 @@ std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
     ncclCommAbort(nc);
     throw;
   }
-  return std::make_shared<NcclCommunicator>(std::move(ns));
+  return maybe_wrap_debug(std::make_shared<NcclCommunicator>(std::move(ns)));
 }
 
 }  // namespace dt

@@ -94,23 +94,9 @@ Io read_exact(int fd, void* data, size_t n, Clock::time_point deadline, int* err
 }
 
 [[noreturn]] void throw_code(ErrorCode code, const std::string& msg) {
-  switch (code) {
-    case ErrorCode::kInvalidArgument:
-      throw InvalidArgument(msg);
-    case ErrorCode::kUnsupported:
-      throw Unsupported(msg);
-    case ErrorCode::kTimeout:
-      throw TimeoutError(msg);
-    case ErrorCode::kSystemError:
-      throw SystemError(msg);
-    case ErrorCode::kCudaError:
-      throw CudaError(msg);
-    case ErrorCode::kInternal:
-      throw InternalError(msg);
-    case ErrorCode::kRemoteError:
-      break;
-  }
-  throw RemoteError(msg);
+  // A code this build does not know (a newer server's) reads as a remote error.
+  const bool known = code >= ErrorCode::kInvalidArgument && code <= ErrorCode::kInternal;
+  std::rethrow_exception(make_error(known ? code : ErrorCode::kRemoteError, msg));
 }
 
 struct Fd {

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <utility>
 
+#include "collectives/debug_communicator.h"
 #include "collectives/thread/thread_group.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -109,6 +110,7 @@ std::string ThreadCommunicator::label() const {
 WorkPtr ThreadCommunicator::enqueue(const CollectiveArgs& args) {
   auto op = std::make_shared<RankOp>();
   op->args = args;
+  op->recorder = flight_recorder().get();
   std::string d = str_cat(args.describe(), " on ", label());
   return push(std::move(op), std::move(d));
 }
@@ -118,9 +120,10 @@ std::shared_ptr<Communicator> ThreadCommunicator::split(int color, int key) {
   op->is_split = true;
   op->color = color;
   op->key = key;
+  op->recorder = flight_recorder().get();
   push(op, str_cat("split(color=", color, ", key=", key, ") on ", label()))->wait();
   if (op->new_group == nullptr) return nullptr;
-  return std::make_shared<ThreadCommunicator>(op->new_group, op->new_rank, options_);
+  return maybe_wrap_debug(std::make_shared<ThreadCommunicator>(op->new_group, op->new_rank, options_));
 }
 
 WorkPtr ThreadCommunicator::push(std::shared_ptr<RankOp> op, std::string description) {
@@ -139,14 +142,17 @@ WorkPtr ThreadCommunicator::push(std::shared_ptr<RankOp> op, std::string descrip
   cv_.notify_one();
   std::weak_ptr<ThreadGroup> weak_group = group_;
   work->set_timeout_explainer([weak_group, running = running_seq_, seq = op->seq, p2p, rank = rank_,
-                               peer = op->args.peer, is_send = op->args.kind == CollectiveKind::kSend]() {
+                               peer = op->args.peer, is_send = op->args.kind == CollectiveKind::kSend,
+                               recorder = flight_recorder()]() {
     auto g = weak_group.lock();
     if (!g) return std::string();
-    if (g->world()->aborted()) return "the group was aborted: " + g->world()->reason();
-    if (p2p) return g->describe_p2p_wait(is_send ? rank : peer, is_send ? peer : rank, is_send);
+    const std::string recent = "; " + recorder->describe_recent();
+    if (g->world()->aborted()) return "the group was aborted: " + g->world()->reason() + recent;
+    if (p2p) return g->describe_p2p_wait(is_send ? rank : peer, is_send ? peer : rank, is_send) + recent;
     uint64_t cur = running->load();
-    if (cur != 0 && cur < seq) return str_cat("queued behind call #", cur, " of this rank, ", g->describe_missing(cur));
-    return g->describe_missing(seq);
+    if (cur != 0 && cur < seq)
+      return str_cat("queued behind call #", cur, " of this rank, ", g->describe_missing(cur), recent);
+    return g->describe_missing(seq) + recent;
   });
   return work;
 }
@@ -367,7 +373,8 @@ std::vector<CommunicatorPtr> make_thread_world(int size, ThreadCommOptions optio
   world->register_group(group);
   std::vector<CommunicatorPtr> comms;
   comms.reserve(size_t(size));
-  for (int r = 0; r < size; ++r) comms.push_back(std::make_shared<ThreadCommunicator>(group, r, options));
+  for (int r = 0; r < size; ++r)
+    comms.push_back(maybe_wrap_debug(std::make_shared<ThreadCommunicator>(group, r, options)));
   return comms;
 }
 
@@ -382,7 +389,9 @@ void run_threads(int world_size, const std::function<void(CommunicatorPtr world)
     threads.emplace_back([&, r] {
       set_thread_rank(r);
       set_default_world(comms[size_t(r)], /*this_thread_only=*/true);
-      auto& mine = static_cast<ThreadCommunicator&>(*comms[size_t(r)]);
+      Communicator* c = comms[size_t(r)].get();
+      if (auto* d = dynamic_cast<DebugCommunicator*>(c)) c = d->inner().get();
+      auto& mine = static_cast<ThreadCommunicator&>(*c);
       try {
         fn(comms[size_t(r)]);
         mine.finished();

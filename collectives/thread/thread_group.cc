@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 
+#include "collectives/exchange.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -16,59 +18,13 @@ namespace {
 double seconds(Work::Duration d) { return double(d.count()) / 1000.0; }
 
 // Whether two ranks' calls agree (all_to_allv counts are checked separately: they differ per rank by design).
-bool same_call(const RankOp& a, const RankOp& b) {
-  if (a.is_split != b.is_split) return false;
-  if (a.is_split) return true;
-  const CollectiveArgs& x = a.args;
-  const CollectiveArgs& y = b.args;
-  if (x.kind != y.kind || x.has_views() != y.has_views()) return false;
-  if (x.has_views()) return x.dtype == y.dtype;  // per-pair counts are checked separately
-  switch (x.kind) {
-    case CollectiveKind::kBarrier:
-      return true;
-    case CollectiveKind::kAllToAllV:
-      return x.dtype == y.dtype;
-    case CollectiveKind::kAllGather:
-    case CollectiveKind::kAllToAll:
-      return x.count == y.count && x.dtype == y.dtype;
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kAllReduce:
-      return x.count == y.count && x.dtype == y.dtype && x.op == y.op;
-    case CollectiveKind::kBroadcast:
-      return x.count == y.count && x.dtype == y.dtype && x.root == y.root;
-    case CollectiveKind::kSend:
-    case CollectiveKind::kRecv:
-      return true;  // never reach the rendezvous
-  }
-  return false;
-}
+bool same_call(const RankOp& a, const RankOp& b) { return a.signature() == b.signature(); }
 
 }  // namespace
 
 // ---- descriptions ----
 
-std::string Signature::describe() const {
-  if (is_split) return "split()";
-  if (kind == CollectiveKind::kBarrier) return "barrier()";
-  CollectiveArgs a;
-  a.kind = kind;
-  a.count = count;
-  a.dtype = dtype;
-  a.op = op;
-  a.root = root;
-  return a.describe();
-}
-
-Signature RankOp::signature() const {
-  Signature s;
-  s.is_split = is_split;
-  s.kind = args.kind;
-  s.count = args.count;
-  s.dtype = args.dtype;
-  s.op = args.op;
-  s.root = args.root;
-  return s;
-}
+CallSignature RankOp::signature() const { return is_split ? CallSignature::of_split() : CallSignature::of(args); }
 
 std::string RankOp::describe() const {
   if (is_split) return str_cat("split(color=", color, ", key=", key, ")");
@@ -199,20 +155,23 @@ void ThreadGroup::on_all_arrived(Slot& slot) {
       }
   }
   if (first.is_split) {
-    // Every color forms a group ordered by (key, parent rank); the last arrival creates them all.
-    std::map<int, std::vector<std::pair<int, int>>> members;  // color -> (key, parent rank)
+    // Every color forms a group (split_members' order); the last arrival creates them all.
+    std::vector<int64_t> color_key;
+    std::set<int> colors;
     for (int r = 0; r < n; ++r) {
       const RankOp& op = *slot.ops[size_t(r)];
-      if (op.color >= 0) members[op.color].push_back({op.key, r});
+      color_key.push_back(op.color);
+      color_key.push_back(op.key);
+      if (op.color >= 0) colors.insert(op.color);
     }
-    for (auto& [color, list] : members) {
-      std::sort(list.begin(), list.end());
+    for (int color : colors) {
+      const std::vector<int> members = split_members(color_key, color);
       std::vector<int> globals;
-      for (auto& kr : list) globals.push_back(global_ranks_[size_t(kr.second)]);
+      for (int pr : members) globals.push_back(global_ranks_[size_t(pr)]);
       auto group = std::make_shared<ThreadGroup>(world_, std::move(globals), str_cat(name_, "/", color));
       world_->register_group(group);
-      for (size_t i = 0; i < list.size(); ++i) {
-        auto* op = const_cast<RankOp*>(slot.ops[size_t(list[i].second)]);
+      for (size_t i = 0; i < members.size(); ++i) {
+        auto* op = const_cast<RankOp*>(slot.ops[size_t(members[i])]);
         op->new_group = group;
         op->new_rank = int(i);
       }
@@ -223,8 +182,10 @@ void ThreadGroup::on_all_arrived(Slot& slot) {
 std::shared_ptr<ThreadGroup::Slot> ThreadGroup::arrive(int rank, const RankOp* op, Clock::time_point deadline,
                                                        Work::Duration timeout) {
   const int n = size();
+  // Timeout and abort errors quote this rank's last calls (its flight recorder).
+  auto recent = [&] { return op->recorder != nullptr ? "; " + op->recorder->describe_recent() : std::string(); };
   std::unique_lock<std::mutex> lock(mu_);
-  if (world_->aborted()) DT_THROW(RemoteError, remote_error(op->describe()));
+  if (world_->aborted()) DT_THROW(RemoteError, remote_error(op->describe()), recent());
   auto it = slots_.find(op->seq);
   if (it == slots_.end()) it = slots_.emplace(op->seq, std::make_shared<Slot>(op->seq, n)).first;
   std::shared_ptr<Slot> slot = it->second;
@@ -232,8 +193,8 @@ std::shared_ptr<ThreadGroup::Slot> ThreadGroup::arrive(int rank, const RankOp* o
   if (s.abandoned) {
     std::string msg = str_cat(op->describe(), " on thread group '", name_, "' (", rank_label(rank), "), call #",
                               op->seq, ": ", s.abandon_reason);
-    if (s.abandoned_on_timeout) DT_THROW(TimeoutError, msg);
-    DT_THROW(RemoteError, msg);
+    if (s.abandoned_on_timeout) DT_THROW(TimeoutError, msg, recent());
+    DT_THROW(RemoteError, msg, recent());
   }
   s.ops[size_t(rank)] = op;
   last_seq_[size_t(rank)] = op->seq;
@@ -247,10 +208,10 @@ std::shared_ptr<ThreadGroup::Slot> ThreadGroup::arrive(int rank, const RankOp* o
       if (s.abandoned) {
         std::string msg = str_cat(op->describe(), " on thread group '", name_, "' (", rank_label(rank), "), call #",
                                   op->seq, ": ", s.abandon_reason);
-        if (s.abandoned_on_timeout) DT_THROW(TimeoutError, msg);
-        DT_THROW(RemoteError, msg);
+        if (s.abandoned_on_timeout) DT_THROW(TimeoutError, msg, recent());
+        DT_THROW(RemoteError, msg, recent());
       }
-      if (world_->aborted()) DT_THROW(RemoteError, remote_error(op->describe()));
+      if (world_->aborted()) DT_THROW(RemoteError, remote_error(op->describe()), recent());
       for (int r = 0; r < n; ++r) {
         if (s.ops[size_t(r)] != nullptr || !world_->gone(global_ranks_[size_t(r)])) continue;
         std::string msg = str_cat(
@@ -259,7 +220,7 @@ std::shared_ptr<ThreadGroup::Slot> ThreadGroup::arrive(int rank, const RankOp* o
         s.abandoned = true;
         s.abandon_reason = str_cat(rank_label(r), " finished without making this call (", last_call_of(r), ")");
         cv_.notify_all();
-        DT_THROW(RemoteError, msg);
+        DT_THROW(RemoteError, msg, recent());
       }
       if (Clock::now() >= deadline) {
         std::string missing;
@@ -274,7 +235,7 @@ std::shared_ptr<ThreadGroup::Slot> ThreadGroup::arrive(int rank, const RankOp* o
         s.abandon_reason = str_cat(rank_label(rank), " gave up waiting for this call: ", msg);
         lock.unlock();
         world_->abort(msg);
-        DT_THROW(TimeoutError, msg);
+        DT_THROW(TimeoutError, msg, recent());
       }
       cv_.wait_until(lock, deadline);
     }
@@ -474,13 +435,10 @@ void ThreadGroup::on_rank_gone() {
 
 std::vector<ByteRange> op_ranges(const CollectiveArgs& a, int n) {
   const size_t es = a.elem_size();
-  auto range = [&](const void* p, int64_t elems) {
-    const auto* b = static_cast<const std::byte*>(p);
-    return ByteRange{b, b + size_t(elems) * es};
-  };
   std::vector<ByteRange> out;
-  auto add = [&](const void* p, int64_t elems) {
-    if (p != nullptr && elems > 0) out.push_back(range(p, elems));
+  auto add = [&](const void* p, int64_t bytes) {
+    const auto* b = static_cast<const std::byte*>(p);
+    if (p != nullptr && bytes > 0) out.push_back(ByteRange{b, b + bytes});
   };
   if (a.has_views()) {  // each view's span, first to last byte
     auto add_view = [&](const kernels::StridedView& v) {
@@ -494,43 +452,8 @@ std::vector<ByteRange> op_ranges(const CollectiveArgs& a, int n) {
     for (const auto& v : a.recv_views) add_view(v);
     return out;
   }
-  switch (a.kind) {
-    case CollectiveKind::kAllGather:
-      add(a.send, a.count);
-      add(a.recv, a.count * n);
-      break;
-    case CollectiveKind::kReduceScatter:
-      add(a.send, a.count * n);
-      add(a.recv, a.count);
-      break;
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kBroadcast:
-      add(a.send, a.count);
-      add(a.recv, a.count);
-      break;
-    case CollectiveKind::kAllToAll:
-      add(a.send, a.count * n);
-      add(a.recv, a.count * n);
-      break;
-    case CollectiveKind::kAllToAllV: {
-      int64_t s = 0, r = 0;
-      for (size_t j = 0; j < a.send_counts.size(); ++j)
-        if (a.send_counts[j]) s = std::max(s, a.send_displs[j] + a.send_counts[j]);
-      for (size_t j = 0; j < a.recv_counts.size(); ++j)
-        if (a.recv_counts[j]) r = std::max(r, a.recv_displs[j] + a.recv_counts[j]);
-      add(a.send, s);
-      add(a.recv, r);
-      break;
-    }
-    case CollectiveKind::kSend:
-      add(a.send, a.count);
-      break;
-    case CollectiveKind::kRecv:
-      add(a.recv, a.count);
-      break;
-    case CollectiveKind::kBarrier:
-      break;
-  }
+  add(a.send, a.send_bytes(n));
+  add(a.recv, a.recv_bytes(n));
   return out;
 }
 

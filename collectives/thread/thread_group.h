@@ -27,7 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "collectives/call_signature.h"
 #include "collectives/communicator.h"
+#include "collectives/flight_recorder.h"
 #include "collectives/work.h"
 
 namespace dt::thread_detail {
@@ -36,29 +38,19 @@ using Clock = std::chrono::steady_clock;
 
 class ThreadGroup;
 
-// What a call was, kept per rank for timeout messages (cheap to copy, formatted only on error).
-struct Signature {
-  bool is_split = false;
-  CollectiveKind kind = CollectiveKind::kBarrier;
-  int64_t count = 0;
-  DType dtype = DType::f32;
-  ReduceOp op = ReduceOp::kSum;
-  int root = 0;
-  std::string describe() const;
-};
-
 // One call of one rank, as its worker runs it.
 struct RankOp {
   bool is_split = false;
   CollectiveArgs args;      // collectives and point-to-point (unused for split)
   int color = -1, key = 0;  // split
+  const FlightRecorder* recorder = nullptr;  // the issuing communicator's (it outlives its queued calls)
   uint64_t seq = 0;         // group call number (collectives and splits; 0 for send / recv)
   // split results, filled at the rendezvous
   std::shared_ptr<ThreadGroup> new_group;
   int new_rank = -1;
 
   std::string describe() const;
-  Signature signature() const;
+  CallSignature signature() const;
 };
 
 // The world: every group split (transitively) from one make_thread_world() call. An abort fails every pending and
@@ -176,7 +168,7 @@ class ThreadGroup {
   std::condition_variable cv_;
   std::map<uint64_t, std::shared_ptr<Slot>> slots_;  // calls in progress (and abandoned ones)
   std::vector<uint64_t> last_seq_;                   // per rank: the last call it arrived at (0: none yet)
-  std::vector<Signature> last_call_;                 // per rank: what that call was
+  std::vector<CallSignature> last_call_;             // per rank: what that call was
   std::vector<Channel> channels_;
 };
 

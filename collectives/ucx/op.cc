@@ -64,8 +64,10 @@ std::string UcxWork::describe() const { return args_.describe() + " on " + comm_
 
 void UcxWork::mark_done(std::exception_ptr error) {
   if (done_.load(std::memory_order_relaxed)) return;
+  const bool ok = error == nullptr;
   error_ = std::move(error);
   done_.store(true, std::memory_order_release);
+  note_finished(ok);
 }
 
 std::exception_ptr UcxWork::error() { return done() ? error_ : nullptr; }

@@ -7,9 +7,9 @@
 //   45..34 seq    the call's sequence number in its communicator (per peer and direction for send/recv); wraps
 //                 harmlessly: UCX delivers one sender's messages in order, and a communicator posts its calls'
 //                 receives in call order (only the head of its queue runs)
-//   33..30 sig    a 4-bit digest of what else both sides must agree on (dtype; reduce op; root), so that calls that
-//                 differ there almost never match either (an f32 sum and an i32 max do not; 4 bits leave a few
-//                 collisions, e.g. among 1-byte dtypes and far-apart broadcast roots)
+//   33..30 sig    a 4-bit digest of what else both sides must agree on (CallSignature::digest(): dtype; reduce op;
+//                 root), so that calls that differ there almost never match either (an f32 sum and an i32 max do
+//                 not; 4 bits leave a few collisions, e.g. among 1-byte dtypes and far-apart broadcast roots)
 //   29..16 src    the sender's rank in the communicator (groups of at most 16384)
 //   15..0  slot   which message of the call (step and chunk); wraps harmlessly because UCX delivers the messages of
 //                 one sender in order and a call never has 65536 messages in flight between two ranks
@@ -18,12 +18,13 @@
 // Messages of mismatched calls stay in the receiver's unexpected queue. When a call stalls, the worker looks there
 // for a message from an awaited peer with the same communicator and sequence number but another kind or digest: that
 // peer's call of the same number differs, and the call fails naming it (a debug mode, DT_DEBUG_COLLECTIVES=1,
-// compares whole signatures before every call). Calls that send nothing to this rank leave no such evidence; their
-// deadline names them.
+// compares whole signatures before every call: collectives/debug_communicator.h). Calls that send nothing to this
+// rank leave no such evidence; their deadline names them.
 #pragma once
 
 #include <cstdint>
 
+#include "collectives/call_signature.h"
 #include "collectives/communicator.h"
 
 namespace dt::ucx {
@@ -44,12 +45,7 @@ inline uint32_t tag_kind(CollectiveKind kind) {
 }
 
 // The digest of the call's fields that both sides must agree on beyond kind and counts (see the layout above).
-inline uint32_t tag_signature(const CollectiveArgs& a) {
-  uint32_t h = uint32_t(a.dtype) * 7u;
-  if (a.kind == CollectiveKind::kAllReduce || a.kind == CollectiveKind::kReduceScatter) h += uint32_t(a.op) * 3u + 1u;
-  if (a.kind == CollectiveKind::kBroadcast) h += uint32_t(a.root) * 5u + 2u;
-  return (h ^ (h >> 4) ^ (h >> 8)) & kSigMask;
-}
+inline uint32_t tag_signature(const CollectiveArgs& a) { return CallSignature::of(a).digest() & kSigMask; }
 
 inline uint64_t make_tag(uint32_t kind, uint32_t comm, uint32_t seq, uint32_t sig, uint32_t src, uint32_t slot) {
   return (uint64_t(kind & 0xF) << 60) | (uint64_t(comm & kCommMask) << 46) | (uint64_t(seq & kSeqMask) << 34) |

@@ -7,6 +7,8 @@
 #include <tuple>
 
 #include "collectives/bootstrap.h"
+#include "collectives/debug_communicator.h"
+#include "collectives/exchange.h"
 #include "collectives/ucx/algorithms.h"
 #include "collectives/ucx/tag.h"
 #include "collectives/ucx/worker.h"
@@ -26,7 +28,10 @@ using ucx::UcxWorker;
 using Clock = std::chrono::steady_clock;
 
 UcxCommunicator::UcxCommunicator(std::shared_ptr<UcxWorker> worker, std::shared_ptr<CommState> state)
-    : worker_(std::move(worker)), state_(std::move(state)) {}
+    : worker_(std::move(worker)), state_(std::move(state)) {
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  state_->recorder = flight_recorder();
+}
 
 UcxCommunicator::~UcxCommunicator() = default;
 
@@ -90,8 +95,7 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
   auto desc = [&] { return a.describe() + " on " + st.name; };
   if (st.failed)
     return completed_work(
-        desc(),
-        ucx::make_error(st.failed_code, str_cat(desc(), ": the communicator failed earlier: ", st.failed_reason)));
+        desc(), make_error(st.failed_code, str_cat(desc(), ": the communicator failed earlier: ", st.failed_reason)));
   if (w.has_dead_peer()) {
     if (auto e = w.dead_member_error(st, desc())) return completed_work(desc(), e);
   }
@@ -171,24 +175,18 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
 }
 
 std::shared_ptr<Communicator> UcxCommunicator::split(int color, int key) {
-  const int n = size();
-  std::vector<int64_t> mine = {color, key};
-  std::vector<int64_t> all(size_t(2 * n));
-  all_gather(mine.data(), all.data(), 2, DType::i64, Device::cpu())->wait();
+  const std::vector<int64_t> all = all_gather_ints(*this, {color, key});
   uint32_t split_no;
   {
     std::lock_guard<std::mutex> lock(worker_->mutex());
     split_no = ++state_->splits;
   }
   if (color < 0) return nullptr;
-  std::vector<std::tuple<int64_t, int>> order;  // (key, parent rank) of the members
-  for (int r = 0; r < n; ++r)
-    if (all[size_t(2 * r)] == color) order.emplace_back(all[size_t(2 * r + 1)], r);
-  std::sort(order.begin(), order.end());
+  const std::vector<int> members = split_members(all, color);
   auto st = std::make_shared<CommState>();
-  st->size = int(order.size());
+  st->size = int(members.size());
   for (int i = 0; i < st->size; ++i) {
-    const int pr = std::get<1>(order[size_t(i)]);
+    const int pr = members[size_t(i)];
     if (pr == rank()) st->rank = i;
     st->members.push_back(state_->members[size_t(pr)]);
   }
@@ -211,7 +209,7 @@ std::shared_ptr<Communicator> UcxCommunicator::split(int color, int key) {
     st->timeout = state_->timeout;
     worker_->register_comm(st);
   }
-  return std::make_shared<UcxCommunicator>(worker_, st);
+  return maybe_wrap_debug(std::make_shared<UcxCommunicator>(worker_, st));
 }
 
 #ifdef DT_WITH_CUDA
@@ -234,39 +232,7 @@ WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
   std::call_once(logged, [] {
     DT_LOG_INFO("ucx: device buffers are staged through pinned host memory (slow); NCCL is the backend for GPUs");
   });
-  const int64_t es = int64_t(a.elem_size()), n = size();
-  int64_t send_bytes = 0, recv_bytes = 0;
-  switch (a.kind) {
-    case CollectiveKind::kAllGather:
-      send_bytes = a.count * es;
-      recv_bytes = n * a.count * es;
-      break;
-    case CollectiveKind::kReduceScatter:
-      send_bytes = n * a.count * es;
-      recv_bytes = a.count * es;
-      break;
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kBroadcast:
-      send_bytes = recv_bytes = a.count * es;
-      break;
-    case CollectiveKind::kAllToAll:
-      send_bytes = recv_bytes = n * a.count * es;
-      break;
-    case CollectiveKind::kAllToAllV:
-      for (int64_t j = 0; j < n; ++j) {
-        send_bytes = std::max(send_bytes, (a.send_displs[size_t(j)] + a.send_counts[size_t(j)]) * es);
-        recv_bytes = std::max(recv_bytes, (a.recv_displs[size_t(j)] + a.recv_counts[size_t(j)]) * es);
-      }
-      break;
-    case CollectiveKind::kSend:
-      send_bytes = a.count * es;
-      break;
-    case CollectiveKind::kRecv:
-      recv_bytes = a.count * es;
-      break;
-    case CollectiveKind::kBarrier:
-      break;
-  }
+  int64_t send_bytes = a.send_bytes(size()), recv_bytes = a.recv_bytes(size());
   check_cuda(cudaSetDevice(a.device.index), "cudaSetDevice");
   auto stream = static_cast<cudaStream_t>(a.stream.handle);
   const char* dsend = static_cast<const char*>(a.send);
@@ -353,7 +319,8 @@ std::shared_ptr<Communicator> init_process_group() {
   set_process_rank(env.rank);
   config::log_settings();
   std::shared_ptr<Store> store = connect_store(env);
-  std::shared_ptr<Communicator> world = create_ucx_communicator(std::move(store), env.rank, env.world_size);
+  std::shared_ptr<Communicator> world =
+      maybe_wrap_debug(create_ucx_communicator(std::move(store), env.rank, env.world_size));
   set_default_world(world);
   return world;
 }

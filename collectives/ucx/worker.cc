@@ -20,26 +20,6 @@
 
 namespace dt::ucx {
 
-std::exception_ptr make_error(ErrorCode code, const std::string& message) {
-  switch (code) {
-    case ErrorCode::kInvalidArgument:
-      return std::make_exception_ptr(InvalidArgument(message));
-    case ErrorCode::kUnsupported:
-      return std::make_exception_ptr(Unsupported(message));
-    case ErrorCode::kTimeout:
-      return std::make_exception_ptr(TimeoutError(message));
-    case ErrorCode::kRemoteError:
-      return std::make_exception_ptr(RemoteError(message));
-    case ErrorCode::kSystemError:
-      return std::make_exception_ptr(SystemError(message));
-    case ErrorCode::kCudaError:
-      return std::make_exception_ptr(CudaError(message));
-    case ErrorCode::kInternal:
-      break;
-  }
-  return std::make_exception_ptr(InternalError(message));
-}
-
 std::string error_message(const std::exception_ptr& e) {
   if (!e) return "";
   try {
@@ -407,6 +387,11 @@ void UcxWorker::fail_comm_locked(CommState& comm, ErrorCode code, const std::str
     comm.failed_code = code;
     comm.failed_reason = full_reason;
   }
+  // Timeout and abort errors quote this rank's last calls (not sent to the peers: they quote their own).
+  const std::string recent =
+      comm.recorder != nullptr && (code == ErrorCode::kTimeout || code == ErrorCode::kRemoteError)
+          ? "; " + comm.recorder->describe_recent()
+          : std::string();
   std::vector<std::shared_ptr<UcxOp>> victims;
   for (auto& op : running_)
     if (op->comm().get() == &comm) victims.push_back(op);
@@ -415,13 +400,14 @@ void UcxWorker::fail_comm_locked(CommState& comm, ErrorCode code, const std::str
   comm.queue.clear();
   for (auto& op : victims) {
     if (op.get() == origin) {
-      op->abort(make_error(code, full_reason));
+      op->abort(make_error(code, full_reason + recent));
     } else if (op->started()) {
-      op->abort(make_error(code, origin != nullptr ? str_cat(op->description(), ": failed because ", full_reason)
-                                                   : str_cat(op->description(), ": ", reason)));
+      op->abort(make_error(code, origin != nullptr
+                                     ? str_cat(op->description(), ": failed because ", full_reason, recent)
+                                     : str_cat(op->description(), ": ", reason, recent)));
     } else {
       op->abort(make_error(code, str_cat(op->description(), ": not run because an earlier call failed: ",
-                                         origin != nullptr ? full_reason : reason)));
+                                         origin != nullptr ? full_reason : reason, recent)));
     }
   }
   if (notify) send_abort_locked(comm, full_reason);

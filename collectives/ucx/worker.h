@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/flight_recorder.h"
 #include "collectives/store/store.h"
 #include "collectives/ucx/algorithm_table.h"
 #include "collectives/ucx/op.h"
@@ -71,6 +72,7 @@ struct CommState {
   UcxTuning tuning;
   Work::Duration timeout{0};
   bool one_host = false;  // every member lives on this host and may be copied directly (set by register_comm)
+  std::shared_ptr<FlightRecorder> recorder;  // the communicator's, quoted by timeout and abort errors
 };
 
 // What the other processes published about themselves.
@@ -208,8 +210,6 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   std::atomic<bool> thread_sleeping_{false};
 };
 
-// The dt::Error subclass for `code`, as an exception_ptr.
-std::exception_ptr make_error(ErrorCode code, const std::string& message);
 // what() of an exception_ptr.
 std::string error_message(const std::exception_ptr& e);
 

@@ -29,14 +29,14 @@ void expect_throw_with(Fn&& fn, const std::vector<std::string>& parts) {
   }
 }
 
-// DT_DEBUG_COLLECTIVES=1 makes Communicator::submit() exchange signatures first (blocking, with its own mismatch
-// message): the tests of asynchronous waits and of this backend's own messages do not apply then.
+// DT_DEBUG_COLLECTIVES=1 wraps every communicator in the debug wrapper, which exchanges signatures first (blocking,
+// with its own mismatch message): the tests of asynchronous waits and of this backend's own messages do not apply.
 class BackendSemantics : public ::testing::Test {
  protected:
   void SetUp() override {
     const char* e = std::getenv("DT_DEBUG_COLLECTIVES");
     if (e != nullptr && *e != '\0' && std::string(e) != "0")
-      GTEST_SKIP() << "DT_DEBUG_COLLECTIVES is set: submit() checks signatures itself and blocks";
+      GTEST_SKIP() << "DT_DEBUG_COLLECTIVES is set: the debug wrapper checks signatures itself and blocks";
   }
 };
 class ThreadMismatch : public BackendSemantics {};
