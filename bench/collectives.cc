@@ -1,16 +1,9 @@
-// Host collectives over UCX, timed exactly like the OpenMPI reference (/work/shared/anchors/mpi_collectives.cpp), so
-// that rows join on (op, ranks, bytes). Run under dtrun: `dtrun --nproc-per-node N bench/collectives [samples]
-// [warmup] [ops] [sizes]`.
+// Host collectives over UCX, timed exactly like the OpenMPI reference (bench/mpi_collectives.cc; what both share,
+// the size convention and the formulas included, is bench/bench_rows.h), so that rows join on (op, ranks, bytes).
+// Run under dtrun: `dtrun --nproc-per-node N bench/collectives [samples] [warmup] [ops] [sizes]`.
 //
-// Size convention: S = per-rank INPUT bytes for every op (float32 elements).
-//   all_gather(_inplace)  send S,  recv n*S   algbw = n*S/t   busbw = algbw*(n-1)/n
-//   reduce_scatter        send S,  recv S/n   algbw = S/t     busbw = algbw*(n-1)/n   (sum)
-//   all_reduce            send S,  recv S     algbw = S/t     busbw = algbw*2(n-1)/n  (sum)
-//   all_to_all            send S,  recv S     algbw = S/t     busbw = algbw*(n-1)/n
-//   broadcast             buf S               algbw = S/t     busbw = algbw           (root 0)
-// (nccl-tests' formulas). A sample = barrier; `inner` back-to-back ops (each waited); time = max over ranks / inner.
-// Median of `samples` samples after `warmup` untimed ops; results are checked once after warm-up.
-// all_gather_inplace: the input already sits in this rank's slot of the output (FSDP's copy-in).
+// Ops: all_gather, all_gather_inplace (the input already sits in this rank's slot of the output: FSDP's copy-in),
+// reduce_scatter, all_reduce, all_to_all, broadcast. Each sample's ops are waited one by one.
 // DT_BENCH_BUFFERS=pool takes the buffers from dtensor's host pool instead of malloc (see BenchAlloc); its rows say
 // "impl":"dtensor-ucx-pool".
 //
@@ -27,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_rows.h"
 #include "collectives/ucx/ucx_communicator.h"
 #include "core/allocator.h"
 #include "core/error.h"
@@ -62,12 +56,6 @@ struct BenchAlloc {
   bool operator==(const BenchAlloc&) const { return true; }
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -84,7 +72,7 @@ int run(int argc, char** argv) {
   const int warmup = argc > 2 ? std::atoi(argv[2]) : 5;
   std::vector<std::string> ops =
       split_list(argc > 3 ? argv[3] : "all_gather,all_gather_inplace,reduce_scatter,all_reduce,all_to_all,broadcast");
-  std::vector<size_t> sizes = {4ull << 10, 64ull << 10, 1ull << 20, 16ull << 20, 64ull << 20};
+  std::vector<size_t> sizes = dt::bench::kCollectiveSizes;
   if (argc > 4) {
     sizes.clear();
     for (auto& s : split_list(argv[4])) sizes.push_back(size_t(std::atoll(s.c_str())));
@@ -98,10 +86,10 @@ int run(int argc, char** argv) {
     for (size_t S : sizes) {
       const size_t cnt = S / sizeof(float);
       if (cnt % size_t(n)) continue;
-      const bool ag = op == "all_gather" || op == "all_gather_inplace";
-      const size_t recv = ag ? cnt * size_t(n) : op == "reduce_scatter" ? cnt / size_t(n) : cnt;
+      const bool ag = dt::bench::is_all_gather(op);
+      const size_t recv = dt::bench::recv_count(op, n, cnt);
       std::vector<float, BenchAlloc<float>> sbuf(cnt), rbuf(std::max<size_t>(recv, 1), -1.0f);
-      for (size_t i = 0; i < cnt; ++i) sbuf[i] = float((rank + 1) + int(i % 7));
+      for (size_t i = 0; i < cnt; ++i) sbuf[i] = dt::bench::fill_value(rank, i);
       float* send = sbuf.data();
       if (op == "all_gather_inplace") {
         std::copy(sbuf.begin(), sbuf.end(), rbuf.begin() + int64_t(rank) * int64_t(cnt));
@@ -128,28 +116,9 @@ int run(int argc, char** argv) {
       else
         DT_THROW(InvalidArgument, "bench/collectives: unknown op '", op, "'");
 
-      const int inner = int(std::max<size_t>(1, (4ull << 20) / S));
+      const int inner = dt::bench::inner_reps(S);
       for (int w = 0; w < warmup; ++w) run_op();
-      int ok = 1;
-      for (size_t i = 0; i < recv; i += 997) {
-        float expect;
-        if (ag)
-          expect = float((i / cnt + 1) + (i % cnt % 7));
-        else if (op == "reduce_scatter")
-          expect = float(n * (n + 1) / 2 + n * int((size_t(rank) * (cnt / size_t(n)) + i) % 7));
-        else if (op == "all_reduce")
-          expect = float(n * (n + 1) / 2 + n * int(i % 7));
-        else if (op == "broadcast")
-          expect = float(1 + int(i % 7));
-        else {
-          size_t blk = cnt / size_t(n);
-          expect = float((i / blk + 1) + ((size_t(rank) * blk + i % blk) % 7));
-        }
-        if (rbuf[i] != expect) {
-          ok = 0;
-          break;
-        }
-      }
+      int ok = dt::bench::check_output(op, rank, n, cnt, rbuf.data()) ? 1 : 0;
       int allok = 0;
       comm->all_reduce(&ok, &allok, 1, dt::DType::i32, dt::ReduceOp::kMin, cpu)->wait();
       std::vector<double> ts;
@@ -161,18 +130,12 @@ int run(int argc, char** argv) {
         comm->all_reduce(&dt, &dmax, 1, dt::DType::f64, dt::ReduceOp::kMax, cpu)->wait();
         ts.push_back(dmax);
       }
-      const double t = median(ts);
-      const double alg = ag ? double(S) * n : double(S);
-      const double busf = op == "all_reduce" ? 2.0 * (n - 1) / n : op == "broadcast" ? 1.0 : double(n - 1) / n;
+      const double t = dt::bench::median(ts);
       if (rank == 0) {
-        std::printf(
-            "{\"impl\":\"%s\",\"op\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbs\":%.3f,"
-            "\"busbw_gbs\":%.3f,\"ok\":%s}\n",
-            BenchAlloc<float>::pool() ? "dtensor-ucx-pool" : "dtensor-ucx", op.c_str(), n, S, t * 1e6, alg / t / 1e9,
-            alg / t / 1e9 * busf, allok ? "true" : "false");
-        std::fflush(stdout);
-        std::fprintf(stderr, "%-20s %5d %10zu %12.2f %10.3f %10.3f %4s\n", op.c_str(), n, S, t * 1e6, alg / t / 1e9,
-                     alg / t / 1e9 * busf, allok ? "yes" : "NO");
+        dt::bench::print_row(BenchAlloc<float>::pool() ? "dtensor-ucx-pool" : "dtensor-ucx", op, n, S, t, allok != 0);
+        const double alg = dt::bench::algbw_gbs(op, n, S, t);
+        std::fprintf(stderr, "%-20s %5d %10zu %12.2f %10.3f %10.3f %4s\n", op.c_str(), n, S, t * 1e6, alg,
+                     alg * dt::bench::bus_factor(op, n), allok ? "yes" : "NO");
       }
     }
   }

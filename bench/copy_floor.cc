@@ -6,8 +6,7 @@
 //
 //   dtrun --nproc-per-node N build/bench/copy_floor [samples] [warmup]
 //
-// Timed like bench/collectives: S = per-rank input bytes (float32); a sample = barrier, `inner` = max(1, 4 MiB / S)
-// repetitions, time = max over ranks / inner; median of samples; busbw by the nccl-tests formulas. One JSON line per
+// Timed like bench/collectives, with the same sizes, data, check and formulas (bench/bench_rows.h). One JSON line per
 // (op, size) on stdout: {"impl":"copy-floor","op":"all_gather","ranks":2,"bytes":S,"time_us":..,"busbw_gbs":..,
 // "ok":true}. Exits 0 without rows when the kernel forbids reading the peers' memory (Yama ptrace_scope).
 #include <sys/uio.h>
@@ -22,17 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_rows.h"
 #include "collectives/ucx/ucx_communicator.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
 
 // Every rank's value of `x`, in rank order.
 std::vector<int64_t> gather_all(dt::Communicator& c, int64_t x) {
@@ -63,14 +57,13 @@ int main(int argc, char** argv) {
     const int r = c.rank(), n = c.size();
     if (n < 2) return 0;
     const std::vector<int64_t> pids = gather_all(c, int64_t(getpid()));
-    const size_t sizes[] = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 64u << 20};
     for (const std::string op : {"all_gather", "all_to_all"}) {
-      for (size_t S : sizes) {
+      for (size_t S : dt::bench::kCollectiveSizes) {
         const size_t cnt = S / sizeof(float);
         if (cnt % size_t(n) != 0) continue;
         const bool ag = op == "all_gather";
         std::vector<float> in(cnt), out(ag ? cnt * size_t(n) : cnt, -1.0f);
-        for (size_t i = 0; i < cnt; ++i) in[i] = float((r + 1) + int(i % 7));
+        for (size_t i = 0; i < cnt; ++i) in[i] = dt::bench::fill_value(r, i);
         const std::vector<int64_t> addr = gather_all(c, int64_t(reinterpret_cast<uintptr_t>(in.data())));
         const size_t blk = ag ? S : S / size_t(n);  // bytes from each rank
         bool allowed = true;
@@ -91,13 +84,8 @@ int main(int argc, char** argv) {
           if (r == 0) std::fprintf(stderr, "copy_floor: reading the peers' memory is not allowed here; no rows\n");
           return 0;
         }
-        bool ok = true;
-        for (size_t i = 0; i < out.size(); i += 997) {
-          const size_t from = ag ? i / cnt : i / (blk / sizeof(float));
-          const size_t at = ag ? i % cnt : (size_t(r) * blk / sizeof(float) + i % (blk / sizeof(float)));
-          if (out[i] != float(int(from) + 1 + int(at % 7))) ok = false;
-        }
-        const int inner = int(std::max<size_t>(1, (size_t(4) << 20) / S));
+        const bool ok = dt::bench::check_output(op, r, n, cnt, out.data());
+        const int inner = dt::bench::inner_reps(S);
         std::vector<double> ts;
         for (int s = 0; s < samples; ++s) {
           c.barrier()->wait();
@@ -109,15 +97,7 @@ int main(int argc, char** argv) {
           ts.push_back(t.data<double>()[0]);
         }
         const bool all_ok = gather_all(c, ok ? 1 : 0) == std::vector<int64_t>(size_t(n), 1);
-        const double t = median(ts);
-        const double alg = ag ? double(S) * n : double(S);
-        if (r == 0) {
-          std::printf(
-              "{\"impl\":\"copy-floor\",\"op\":\"%s\",\"ranks\":%d,\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbs\":%.3f,"
-              "\"busbw_gbs\":%.3f,\"ok\":%s}\n",
-              op.c_str(), n, S, t * 1e6, alg / t / 1e9, alg / t / 1e9 * (n - 1) / n, all_ok ? "true" : "false");
-          std::fflush(stdout);
-        }
+        if (r == 0) dt::bench::print_row("copy-floor", op, n, S, dt::bench::median(ts), all_ok);
       }
     }
     c.barrier()->wait();

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_rows.h"
 #include "collectives/ucx/ucx_communicator.h"
 #include "dtensor/dtensor.h"
 #include "kernels/strided_view.h"
@@ -57,11 +58,6 @@ double timed(const dt::CommunicatorPtr& world, const std::function<void()>& fn) 
   return t.data<double>()[0];
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Rank 0's single-process reference: copying `bytes` into rows of `run` bytes at a stride of `row` bytes (the layout of
 // one block of a dim-1 gather), against one contiguous memcpy.
 double layout_floor(int64_t bytes, int64_t run, int64_t row, int samples) {
@@ -73,7 +69,7 @@ double layout_floor(int64_t bytes, int64_t run, int64_t row, int samples) {
       fn();
       t.push_back(now_us() - t0);
     }
-    return median(t);
+    return dt::bench::median(t);
   };
   const double contiguous = best([&] { std::memcpy(dst.data(), src.data(), size_t(bytes)); });
   const double strided = best([&] {
@@ -208,7 +204,7 @@ int main(int argc, char** argv) {
             redist();
           }
         }
-        double r = median(tr), b = median(tb);
+        double r = dt::bench::median(tr), b = dt::bench::median(tb);
         if (lead) {
           const bool strided = std::string(c.name).find("(1)") != std::string::npos && n > 1;
           std::printf("%-12s %5d %9g %14.1f %10.1f %7.2f %7s\n", c.name, n, double(kib) / 1024, r, b, r / b,

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # ./dev bench: the benchmarks side by side with their references. Usage: bench/run.sh BUILD_DIR
 #
-# Host collectives: bench/collectives (UCX) and the OpenMPI reference (/work/shared/anchors/run_mpi.sh, shared memory)
-# run in alternating rounds (shared machines drift: never compare runs made minutes apart), for 2 and 4 ranks, with
-# the machine's copy and reduction bandwidth (run_membw.sh) measured in the same rounds for the single-copy limits.
+# Host collectives: bench/collectives (UCX) and the OpenMPI reference (bench/mpi_collectives under mpirun, shared
+# memory) run in alternating rounds (shared machines drift: never compare runs made minutes apart), for 2 and 4 ranks,
+# with the machine's copy and reduction bandwidth (bench/membw) measured in the same rounds for the single-copy limits.
 # Prints every JSON line as it comes, then a table per rank count: the median busbw over the rounds of each (op, size),
 # the ratio dtensor / OpenMPI (all_gather_inplace against OpenMPI's out-of-place all_gather), and for 16 MiB and up the
-# fraction of the single-copy limit (model in anchors/README.md). Both sides use malloc'ed buffers, as the reference
+# fraction of the single-copy limit (model in bench/README.md). Both sides use malloc'ed buffers, as the reference
 # does; columns "pool" repeat dtensor's rows with buffers from dtensor's host pool, which is what tensors get (huge
 # pages: Note [Huge pages for host blocks] in core/allocator.cc), against the same OpenMPI figures. The targets are
 # judged on the malloc'ed rows; a second count says how the pool rows fare against them.
@@ -18,7 +18,7 @@
 #
 # Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
 # DT_BENCH_REDIST_SAMPLES (25: alternating redistribution / bare samples per row of bench/redistribute),
-# DT_BENCH_ANCHORS (/work/shared/anchors), DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute.
+# DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
@@ -27,8 +27,9 @@ rounds=${DT_BENCH_ROUNDS:-3}
 ranks_list=${DT_BENCH_RANKS:-"2 4"}
 samples=${DT_BENCH_SAMPLES:-9}
 warmup=${DT_BENCH_WARMUP:-3}
-anchors=${DT_BENCH_ANCHORS:-/work/shared/anchors}
 bench="$build/bench/collectives"
+mpi_bench="$build/bench/mpi_collectives"  # built when Meson finds MPI (bench/meson.build)
+membw="$build/bench/membw"
 floor_bench="$build/bench/copy_floor"
 dtrun="$build/tools/dtrun"
 only=${DT_BENCH_ONLY:-}
@@ -56,9 +57,10 @@ for f in "$bench" "$dtrun"; do
   [ -x "$f" ] || { echo "bench/run.sh: $f is missing (build first: ./dev build)" >&2; exit 1; }
 done
 mpi=1
-if [ "${DT_BENCH_NO_MPI:-0}" = 1 ] || [ ! -x "$anchors/run_mpi.sh" ]; then
+if [ "${DT_BENCH_NO_MPI:-0}" = 1 ] || [ ! -x "$mpi_bench" ] || ! command -v mpirun >/dev/null; then
   mpi=0
-  echo "bench/run.sh: running without the OpenMPI reference" >&2
+  echo "bench/run.sh: running without the OpenMPI reference ($mpi_bench and mpirun: ./dev deps installs OpenMPI," \
+    "then reconfigure: meson setup --reconfigure $build)" >&2
 fi
 
 out=$(mktemp -d)
@@ -74,8 +76,8 @@ cores=$(nproc)
 start=$(date +%s)
 for round in $(seq 1 "$rounds"); do
   echo "== round $round/$rounds" >&2
-  if [ -x "$anchors/run_membw.sh" ]; then
-    "$anchors/run_membw.sh" 5 | tee -a "$results"
+  if [ -x "$membw" ]; then
+    "$membw" 5 | tee -a "$results"
   fi
   for n in $ranks_list; do
     # Alternate which goes first, so that neither always runs on the warmer (or busier) machine.
@@ -95,7 +97,9 @@ for round in $(seq 1 "$rounds"); do
             tee -a "$results" || true
         fi
       elif [ "$mpi" = 1 ]; then
-        "$anchors/run_mpi.sh" "$n" "$samples" "$warmup" 2>/dev/null | grep '^{' | tee -a "$results"
+        # OpenMPI over shared memory (ob1 + vader with CMA single copy: the fastest of its settings here).
+        mpirun --allow-run-as-root --oversubscribe -np "$n" --mca pml ob1 --mca btl self,vader \
+          "$mpi_bench" openmpi-vader "$samples" "$warmup" 2>/dev/null | grep '^{' | tee -a "$results"
       fi
     done
   done

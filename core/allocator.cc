@@ -50,13 +50,10 @@ size_t max_cached_bytes() {
 // - smaller blocks are cut from 2 MiB slabs, one size class per slab; the rest of a new slab goes to the cache.
 //   Slab blocks stay in the pool (empty_cache() and the cache limit keep them): at most one 2 MiB slab per size
 //   class beyond what the program holds at its peak.
-// Measured on 2 ranks (bench/collectives, buffers marked this way against plain malloc): all_gather 64 KiB
-// 7.2-8.3 -> 6.6-6.7 us, 1 MiB 171-176 -> 140-146 us, 64 MiB 21-21.7 -> 16.4-16.7 ms; all_gather_inplace 64 KiB
-// 5.9-6.5 -> 4.6-5.0 us; all_to_all 1 MiB 58 -> 47-49 us, 64 MiB 10.9-11.2 -> 8.7-8.8 ms; all_reduce 1 MiB
-// 120-137 -> 97-104 us, 64 MiB 16.7 -> 13.0 ms; reduce_scatter 64 MiB 12.6-13.3 -> 10.3 ms. DT_HUGE_PAGES=0 turns
-// it off (plain aligned_alloc per block). The cost: the first touch of fresh huge pages can be slow (on this VM
-// 64 MiB took 0.19 s the first time and 0.01 s when the memory had been used before, against 0.03 s in 4 KiB
-// pages); the pool keeps its blocks, so a loop pays it once.
+// Every collective between processes gains from it, from 64 KiB up (./dev bench prints the "pool" rows, buffers
+// marked this way, beside the malloc'ed ones). DT_HUGE_PAGES=0 turns it off (plain aligned_alloc per block). The
+// cost: the first touch of fresh huge pages can be several times slower than of 4 KiB pages; the pool keeps its
+// blocks, so a loop pays it once.
 constexpr size_t kHugePage = size_t(2) << 20;
 
 bool huge_pages_enabled() {

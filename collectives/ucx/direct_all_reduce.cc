@@ -7,11 +7,11 @@
 // memory. Here each rank owns block r (algorithms::Blocks) and, chunk by chunk: reads the peers' chunks of it
 // straight out of their inputs into a cache-sized slot (process_vm_readv), combines them in rank order, then copies
 // the finished chunk, still in cache, into its own output (with streaming stores when the call is large: Note
-// [Streaming copies] in kernels/cpu/stream_copy.h; 7 % faster at 64 MiB on 2 ranks) and into every peer's output
-// (process_vm_writev). The ranks exchange their buffers' addresses first (slot 0) and a "done" at the end (slot 1);
-// a call completes once every peer is done, so no input is read and no output written after the call returned
-// anywhere. Measured on 2 ranks against the ring: 16 MiB 2.4-2.7 ms against 3.3-3.5 ms, 64 MiB 18.7 against
-// 19.6 ms with plain stores, 17.8-18.3 ms streamed.
+// [Streaming copies] in kernels/cpu/stream_copy.h) and into every peer's output (process_vm_writev). The ranks
+// exchange their buffers' addresses first (slot 0) and a "done" at the end (slot 1); a call completes once every
+// peer is done, so no input is read and no output written after the call returned anywhere. Unlike the ring's
+// all-gather half, nobody reads a finished chunk back from memory: it leaves the cache once, into every output,
+// which makes large calls faster than the ring (the threshold: direct_allreduce_min_bytes in algorithm_table.h).
 //
 // In place (send == recv) is safe: rank q's buffer region of block b is read and then written only by b's owner,
 // chunk by chunk in that order, and nobody else touches it during the call.

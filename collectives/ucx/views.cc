@@ -32,14 +32,13 @@ struct PairDesc {
 constexpr int kMaxIov = 1024;  // IOV_MAX on Linux
 
 // Note [Banded reads]
-// The kernel copies into the reader's runs with ordinary stores, and short runs are expensive: 32 MiB in runs of
-// 1 KiB cost 1.5-1.8x a contiguous copy here (bench/redistribute's floor column), in runs of 2 KiB 1.2-1.3x. For
+// The kernel copies into the reader's runs with ordinary stores, and short runs are expensive: the shorter the
+// runs, the further a copy falls behind a contiguous one (bench/redistribute's floor column shows by how much). For
 // large reads into short runs the reader instead copies the (contiguous or long-run) remote data band by band into
 // a cache-sized staging buffer and streams it into its runs with non-temporal stores (Note [Streaming copies] in
-// kernels/cpu/stream_copy.h), which pays once the volume is far beyond the cache. Measured on S(1)->R
-// ([rows, 1024] f32): 4 ranks, 16 MiB 8.9-9.3 ms -> 5.1-5.6 ms, 64 MiB 42 ms -> 27-30 ms; 2 ranks, 64 MiB
-// 10.3-11.0 ms -> 8.2-9.1 ms; but slower for 2 ranks at 16 MiB (2 KiB runs, 8 MiB per peer) and 4 ranks at 4 MiB
-// (1 MiB per peer), hence the thresholds.
+// kernels/cpu/stream_copy.h), which pays once the volume is far beyond the cache: S(1)->R of [rows, 1024] f32
+// gains most on 4 ranks from 16 MiB and on 2 ranks at 64 MiB, but loses on 2 ranks at 16 MiB (2 KiB runs, 8 MiB
+// per peer) and on 4 ranks at 4 MiB (1 MiB per peer), hence the thresholds (bench/redistribute measures them).
 constexpr size_t kBandBytes = size_t(256) << 10;
 bool banded_read_pays(size_t run_bytes, size_t bytes) {
   return (run_bytes <= 1024 && bytes >= (size_t(4) << 20)) || (run_bytes <= 4096 && bytes >= (size_t(16) << 20));
