@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/ucx/ucx_communicator.h"
+#include "collectives/process_group.h"
 #include "core/allocator.h"
 #include "core/error.h"
 
@@ -177,6 +177,7 @@ int run(int argc, char** argv) {
     }
   }
   comm->barrier()->wait();
+  dt::destroy_process_group();
   return 0;
 }
 

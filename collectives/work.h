@@ -29,6 +29,9 @@ class Work {
   virtual std::exception_ptr error() = 0;
   // What this is, for error messages and logs ("all_reduce(count=1024, f32, sum) on ucx[rank 1/4]").
   virtual std::string describe() const = 0;
+  // The name of the algorithm that ran the operation ("ring", "direct", ...: see the backend's algorithm table), for
+  // tests and logs; "" for backends that do not say and for calls that moved nothing. Static storage.
+  virtual const char* algorithm() const { return ""; }
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -1,0 +1,29 @@
+// The NCCL backend's entry in the backend registry (collectives/backend_registry.h): the GPU world of a launch, one
+// device per process (select_cuda_device), made the process's current device before NCCL initializes.
+#include <cuda_runtime.h>
+
+#include "collectives/backend_registry.h"
+#include "collectives/nccl/nccl_comm.h"
+#include "collectives/process_group.h"
+#include "collectives/store/store.h"
+#include "core/error.h"
+
+namespace dt::detail {
+
+void register_nccl_backend() {
+  register_backend({"nccl", DeviceType::kCUDA, [](const BootstrapEnv& env, std::shared_ptr<Store> store) {
+                      const int devices = cuda_device_count();
+                      if (devices == 0)
+                        DT_THROW(Unsupported, "init_process_group(kCUDA) on rank ", env.rank,
+                                 ": no usable CUDA device");
+                      Device device = Device::cuda(select_cuda_device(env.local_rank, env.rank, devices));
+                      check_device_usable(device);
+                      cudaError_t e = cudaSetDevice(device.index);
+                      if (e != cudaSuccess)
+                        DT_THROW(CudaError, "init_process_group(kCUDA) on rank ", env.rank, ": cudaSetDevice(",
+                                 device.index, ") failed: ", cudaGetErrorString(e));
+                      return CommunicatorPtr(NcclCommunicator::create(*store, env.rank, env.world_size, device));
+                    }});
+}
+
+}  // namespace dt::detail
