@@ -296,6 +296,7 @@ WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
 // ---- factories ----
 
 std::shared_ptr<Communicator> create_ucx_communicator(std::shared_ptr<Store> store, int rank, int world_size) {
+  const ucx::UcxTuning tuning = ucx::UcxTuning::from_env();  // a bad DT_UCX_* fails before any peer is involved
   auto worker = UcxWorker::create(std::move(store), rank, world_size);
   auto st = std::make_shared<CommState>();
   st->id = 0;
@@ -306,7 +307,7 @@ std::shared_ptr<Communicator> create_ucx_communicator(std::shared_ptr<Store> sto
   st->name = str_cat("ucx[rank ", rank, "/", world_size, "]");
   st->send_seq.assign(size_t(world_size), 0);
   st->recv_seq.assign(size_t(world_size), 0);
-  st->tuning = ucx::UcxTuning::from_env();
+  st->tuning = tuning;
   st->timeout = default_timeout();
   {
     std::lock_guard<std::mutex> lock(worker->mutex());
