@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "bench/bench_rows.h"
-#include "collectives/ucx/ucx_communicator.h"
+#include "collectives/process_group.h"
 #include "core/allocator.h"
 #include "core/error.h"
 
@@ -140,6 +140,7 @@ int run(int argc, char** argv) {
     }
   }
   comm->barrier()->wait();
+  dt::destroy_process_group();
   return 0;
 }
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "bench/bench_rows.h"
-#include "collectives/ucx/ucx_communicator.h"
+#include "collectives/process_group.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -101,6 +101,7 @@ int main(int argc, char** argv) {
       }
     }
     c.barrier()->wait();
+    dt::destroy_process_group();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench/copy_floor: %s\n", e.what());
     return 1;

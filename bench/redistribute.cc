@@ -37,7 +37,7 @@
 #include <vector>
 
 #include "bench/bench_rows.h"
-#include "collectives/ucx/ucx_communicator.h"
+#include "collectives/process_group.h"
 #include "dtensor/dtensor.h"
 #include "kernels/strided_view.h"
 
@@ -231,6 +231,7 @@ int main(int argc, char** argv) {
       for (const std::string& b : below) std::printf("  below target: %s\n", b.c_str());
     }
     world->barrier()->wait();
+    dt::destroy_process_group();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench/redistribute failed: %s\n", e.what());
     return 1;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectives/store/store_protocol.h"
+#include "collectives/store/tcp_store.h"
 #include "core/config.h"
 #include "core/error.h"
 
@@ -157,13 +158,13 @@ BootstrapEnv init_from_env(const EnvLookup& env) {
   return out;
 }
 
-std::unique_ptr<TcpStore> connect_store(const BootstrapEnv& env, std::optional<StoreDuration> timeout) {
+std::shared_ptr<Store> connect_store(const BootstrapEnv& env, std::optional<StoreDuration> timeout) {
   TcpStoreOptions client;
   client.host = env.master_addr;
   client.port = env.master_port;
   client.secret = env.secret;
   client.timeout = timeout;
-  if (env.store_hosted || env.rank != 0) return std::make_unique<TcpStore>(std::move(client));
+  if (env.store_hosted || env.rank != 0) return std::make_shared<TcpStore>(std::move(client));
 
   TcpStoreServerOptions server_options;
   server_options.host = env.bind_addr.empty() ? env.master_addr : env.bind_addr;
@@ -180,7 +181,7 @@ std::unique_ptr<TcpStore> connect_store(const BootstrapEnv& env, std::optional<S
     client.host = server_options.host;
   }
   client.port = server->port();
-  return std::make_unique<TcpStore>(std::move(client), std::move(server));
+  return std::make_shared<TcpStore>(std::move(client), std::move(server));
 }
 
 }  // namespace dt

@@ -29,14 +29,15 @@
 // init_from_env() only reads; it does not set the log rank (call dt::set_process_rank(env.rank) for that).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
-#include "collectives/store/tcp_store.h"
-
 namespace dt {
+
+class Store;  // collectives/store/store.h
 
 inline constexpr int kDefaultMasterPort = 29500;
 inline constexpr const char* kInsecureDefaultSecret = "dtensor-insecure-well-known-store-secret";
@@ -66,6 +67,8 @@ BootstrapEnv init_from_env(const EnvLookup& lookup);
 // Connects to the job's store, hosting it first when this is rank 0 and the launcher does not (see the rules above).
 // The returned store owns the in-process server, if any (and so do its clones). timeout: the store's default deadline
 // and how long to retry connecting; nullopt = DT_TIMEOUT_S or 300 s.
-std::unique_ptr<TcpStore> connect_store(const BootstrapEnv& env, std::optional<StoreDuration> timeout = std::nullopt);
+// Returns a TcpStore (collectives/store/tcp_store.h).
+std::shared_ptr<Store> connect_store(const BootstrapEnv& env,
+                                     std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
 }  // namespace dt

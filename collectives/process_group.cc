@@ -2,42 +2,80 @@
 
 #include <mutex>
 
+#include "collectives/backend_registry.h"
 #include "collectives/bootstrap.h"
 #include "collectives/debug_communicator.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/logging.h"
 
-#if defined(DT_WITH_NCCL)
-#include "collectives/nccl/nccl_comm.h"
-#endif
-
 namespace dt {
 
-std::shared_ptr<Communicator> init_process_group(DeviceType type) {
-  if (type == DeviceType::kCPU) return init_process_group();
-#if defined(DT_WITH_NCCL)
+namespace {
+
+std::mutex g_mu;
+// The job's store: rank 0 may host its server in-process, and backends (NCCL) bootstrap later communicators
+// through it, so it lives until destroy_process_group().
+std::shared_ptr<Store> g_store;
+
+std::string registered_names() {
+  std::string out;
+  for (const std::string& n : backend_names()) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
+CommunicatorPtr init_with(const Backend& backend) {
   BootstrapEnv env = init_from_env();
   set_process_rank(env.rank);
   config::log_settings();
-  int devices = cuda_device_count();
-  if (devices == 0) DT_THROW(Unsupported, "init_process_group(kCUDA) on rank ", env.rank, ": no usable CUDA device");
-  Device device = Device::cuda(env.local_rank >= 0 ? env.local_rank : env.rank % devices);
-  check_device_usable(device);
-  // The store stays alive for the whole process: rank 0 may host its server, and later communicators may use it.
-  static std::mutex mu;
-  static std::shared_ptr<Store> store;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!store) store = connect_store(env);
-  std::shared_ptr<Communicator> world =
-      maybe_wrap_debug(NcclCommunicator::create(*store, env.rank, env.world_size, device));
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_store) g_store = connect_store(env);
+  CommunicatorPtr world = maybe_wrap_debug(backend.factory(env, g_store));
+  DT_ASSERT(world != nullptr, "backend ", backend.name, " returned no communicator");
   set_default_world(world);
-  DT_LOG_INFO("NCCL world of ", env.world_size, " ranks on ", device);
+  DT_LOG_INFO(backend.name, " world of ", env.world_size, " ranks");
   return world;
-#else
-  DT_THROW(Unsupported, "init_process_group(kCUDA): dtensor was built without CUDA/NCCL (-Dcuda=disabled or no NCCL "
-           "found); use DeviceType::kCPU, whose UCX backend also stages CUDA tensors through host memory");
-#endif
+}
+
+}  // namespace
+
+CommunicatorPtr init_process_group(DeviceType type) {
+  register_builtin_backends();
+  const Backend* backend = find_backend(type);
+  if (backend == nullptr) {
+    if (type == DeviceType::kCUDA)
+      DT_THROW(Unsupported,
+               "init_process_group(kCUDA): dtensor was built without CUDA/NCCL (-Dcuda=disabled or no "
+               "NCCL found); use DeviceType::kCPU, whose UCX backend also stages CUDA tensors through host memory");
+    DT_THROW(Unsupported, "init_process_group(kCPU): no host backend registered (registered: ", registered_names(),
+             ")");
+  }
+  return init_with(*backend);
+}
+
+CommunicatorPtr init_process_group(const std::string& name) {
+  register_builtin_backends();
+  const Backend* backend = find_backend(name);
+  DT_CHECK_ARG(backend != nullptr, "init_process_group: no backend named '", name,
+               "' (registered: ", registered_names(), ")");
+  return init_with(*backend);
+}
+
+void destroy_process_group() {
+  set_default_world(nullptr);
+  std::shared_ptr<Store> store;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    store.swap(g_store);
+  }
+  store.reset();  // outside the lock: a hosted server joins its threads
+}
+
+int select_cuda_device(int local_rank, int rank, int visible_devices) {
+  DT_CHECK_ARG(visible_devices >= 1, "select_cuda_device: expected at least one visible CUDA device, got ",
+               visible_devices);
+  DT_CHECK_ARG(rank >= 0, "select_cuda_device: expected a rank >= 0, got ", rank);
+  return (local_rank >= 0 ? local_rank : rank) % visible_devices;
 }
 
 }  // namespace dt

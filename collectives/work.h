@@ -33,6 +33,9 @@ class Work {
   virtual std::exception_ptr error() = 0;
   // What this is, for error messages and logs ("all_reduce(count=1024, f32, sum) on ucx[rank 1/4]").
   virtual std::string describe() const = 0;
+  // The name of the algorithm that ran the operation ("ring", "direct", ...: see the backend's algorithm table), for
+  // tests and logs; "" for backends that do not say and for calls that moved nothing. Static storage.
+  virtual const char* algorithm() const { return ""; }
 
   // The funnel's flight-recorder entry for this call (collectives/flight_recorder.h), told when the operation
   // finishes, even after the caller released the Work. Set once, by Communicator::submit.

@@ -9,16 +9,16 @@
 #include <iostream>
 #include <sstream>
 
-#include "collectives/ucx/ucx_communicator.h"
+#include "collectives/process_group.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "dtensor/visualize.h"
-#include "placement/layout.h"
-#include "placement/planner.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/loss.h"
 #include "kernels/ops/matmul.h"
+#include "placement/layout.h"
+#include "placement/planner.h"
 
 namespace {
 
@@ -121,6 +121,7 @@ int main() {
                   (long long)total_bytes);
     if (lead) std::printf("demo: tensor-parallel MLP loss %s the single-process loss\n", mlp_ok ? "matches" : "DIFFERS FROM");
     world->barrier()->wait();
+    dt::destroy_process_group();
     return ok == int(chain.size()) + 1 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "demo failed: %s\n", e.what());

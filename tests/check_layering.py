@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Fails when a file includes a folder its layer may not use (the table in DESIGN.md, section 2).
+"""Fails when a file includes a folder its layer may not use (the layer table of the architecture docs).
 
 Usage: check_layering.py REPO_ROOT
-Looks at every #include "folder/..." in the layer folders and checks the folder against the allowed list.
+Looks at every #include "folder/..." in the layer folders and checks the folder against the allowed list, then the
+sub-layer rules (SUBLAYER_RULES: the collectives root includes no backend, dtensor/ sees only the communicator
+interface), then the Meson dependency lists: a layer's meson.build files may name only the *_dep of the layers it
+may use.
 """
 import os
 import re
@@ -24,6 +27,45 @@ ALLOWED = {
 FSDP_ENGINE_EXCEPTIONS = ("fsdp/fully_shard",)
 LAYERS = set(ALLOWED)
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+)/[^"]*"', re.M)
+FULL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+# Rules inside and across layers: (which files, a test on the included path, why).
+# - The collectives root (collectives/*.{h,cc}: the Communicator, Work, bootstrap, process group, backend registry)
+#   includes no backend: the backends register themselves (collectives/backend_registry.h).
+# - The backend-neutral entry points do not include the store either: they hand it around as a Store*.
+# - A backend does not include another backend.
+# - dtensor/ sees the collectives only through the communicator interface.
+COLLECTIVES_BACKENDS = ("collectives/ucx/", "collectives/nccl/", "collectives/thread/")
+NEUTRAL_ENTRY_POINTS = ("collectives/process_group.h", "collectives/process_group.cc", "collectives/bootstrap.h",
+                        "collectives/backend_registry.h", "collectives/backend_registry.cc")
+DTENSOR_COLLECTIVES = ("collectives/communicator.h", "collectives/work.h", "collectives/exchange.h")
+
+
+def _in_root(rel):
+    return rel.startswith("collectives/") and rel.count("/") == 1
+
+
+def _backend_of(rel):
+    for b in COLLECTIVES_BACKENDS:
+        if rel.startswith(b):
+            return b
+    return None
+
+
+SUBLAYER_RULES = [
+    (_in_root, lambda inc: inc.startswith(COLLECTIVES_BACKENDS),
+     "the collectives root includes no backend (register it in collectives/backend_registry.h instead)"),
+    (lambda rel: rel in NEUTRAL_ENTRY_POINTS, lambda inc: inc.startswith("collectives/store/"),
+     "the backend-neutral entry points include no store header (forward-declare dt::Store)"),
+    (lambda rel: _backend_of(rel) is not None,
+     lambda inc: inc.startswith(COLLECTIVES_BACKENDS),  # filtered to other backends below
+     "a collectives backend includes no other backend"),
+    (lambda rel: rel.startswith("dtensor/"),
+     lambda inc: inc.startswith("collectives/") and inc not in DTENSOR_COLLECTIVES,
+     "dtensor/ sees the collectives only through " + ", ".join(DTENSOR_COLLECTIVES)),
+]
+
+MESON_DEP = re.compile(r"\b([a-z]+?)(?:_layer)?_dep\b")
 SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".cu", ".cuh", ".c")
 
 
@@ -50,12 +92,53 @@ def violations(root):
                         line = text.count("\n", 0, m.start()) + 1
                         out.append(f"{rel}:{line}: layer '{layer}' may not include '{folder}/' "
                                    f"(allowed: {', '.join(sorted(allowed)) or 'nothing of ours'})")
+                out += sublayer_violations(rel, text)
+    return out
+
+
+def sublayer_violations(rel, text):
+    out = []
+    for applies, forbidden, why in SUBLAYER_RULES:
+        if not applies(rel):
+            continue
+        for m in FULL_INCLUDE.finditer(text):
+            inc = m.group(1)
+            if not forbidden(inc):
+                continue
+            own = _backend_of(rel)
+            if own is not None and why.startswith("a collectives backend") and inc.startswith(own):
+                continue
+            line = text.count("\n", 0, m.start()) + 1
+            out.append(f"{rel}:{line}: includes '{inc}': {why}")
+    return out
+
+
+def meson_violations(root):
+    """Each layer's meson.build files (the folder and its subfolders) name only the deps of layers it may use."""
+    out = []
+    for layer, allowed in ALLOWED.items():
+        top = os.path.join(root, layer)
+        for dirpath, _, files in os.walk(top):
+            if "meson.build" not in files:
+                continue
+            path = os.path.join(dirpath, "meson.build")
+            rel = os.path.relpath(path, root)
+            with open(path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().split("\n")
+            for no, line in enumerate(lines, 1):
+                code = line.split("#", 1)[0]
+                for m in MESON_DEP.finditer(code):
+                    dep_layer = m.group(1)
+                    if dep_layer not in LAYERS or dep_layer == layer or dep_layer in allowed:
+                        continue
+                    out.append(f"{rel}:{no}: layer '{layer}' depends on '{m.group(0)}' "
+                               f"(allowed: {', '.join(sorted(allowed)) or 'nothing of ours'})")
     return out
 
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.getcwd()
-    bad = violations(root)
+    bad = violations(root) + meson_violations(root)
     for v in bad:
         print(v)
     print(f"layering: {len(bad)} violation(s)")

@@ -74,10 +74,12 @@ class UcxWork final : public Work {
   bool is_completed() override;
   std::exception_ptr error() override;
   std::string describe() const override;
+  const char* algorithm() const override { return algorithm_; }
 
   // Engine side (worker lock held): completes the work; the first call counts.
   void mark_done(std::exception_ptr error);
   void set_op(std::weak_ptr<UcxOp> op) { op_ = std::move(op); }
+  void set_algorithm(const char* name) { algorithm_ = name; }  // a name from the algorithm table (static storage)
   bool done() const { return done_.load(std::memory_order_acquire); }
 
   // State of the caller's progress loop (see UcxWorker::drive): when the call last moved.
@@ -91,6 +93,7 @@ class UcxWork final : public Work {
   Duration default_timeout_;
   std::atomic<bool> done_{false};
   std::exception_ptr error_;
+  const char* algorithm_ = "";
 };
 
 // The scalar fields of a call (kind, buffers, count, dtype, device, op, root, peer, stream), without its vectors:

@@ -6,7 +6,6 @@
 #include <numeric>
 #include <tuple>
 
-#include "collectives/bootstrap.h"
 #include "collectives/debug_communicator.h"
 #include "collectives/exchange.h"
 #include "collectives/ucx/algorithms.h"
@@ -73,6 +72,13 @@ void UcxCommunicator::set_tuning(const ucx::UcxTuning& tuning) {
   state_->tuning = tuning;
 }
 
+void UcxCommunicator::set_algorithms(std::string_view spec) {
+  ucx::UcxTuning t = tuning();
+  t.force_algorithms(spec);
+  std::lock_guard<std::mutex> lock(worker_->mutex());
+  state_->tuning.forced = t.forced;
+}
+
 WorkPtr UcxCommunicator::enqueue(const CollectiveArgs& args) {
   if (args.device.is_cpu()) return enqueue_host(args);
 #ifdef DT_WITH_CUDA
@@ -111,49 +117,11 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
                        (!p2p && a.kind != CollectiveKind::kAllToAllV && !a.has_views() && a.count == 0));
   if (nothing) return completed_work(desc());
 
-  const ucx::AlgorithmChoice choice = a.has_views()
-                                          ? ucx::AlgorithmChoice{ucx::Algorithm::kViews, 0}
-                                          : ucx::select_algorithm(a.kind, bytes, st.size, st.one_host, st.tuning);
   auto op = std::make_shared<UcxOp>(&w, state_, a, seq, st.timeout, Clock::now());
+  ucx::AlgorithmChoice choice;
   try {
-    switch (choice.algorithm) {
-      case ucx::Algorithm::kLocal:
-        ucx::build_local(*op);
-        break;
-      case ucx::Algorithm::kRingAllGather:
-        ucx::build_ring_all_gather(*op, choice.chunk_bytes);
-        break;
-      case ucx::Algorithm::kRingReduceScatter:
-        ucx::build_ring_reduce_scatter(*op, choice.chunk_bytes, st.tuning.reduce_slots);
-        break;
-      case ucx::Algorithm::kRingAllReduce:
-        ucx::build_ring_all_reduce(*op, choice.chunk_bytes, st.tuning.reduce_slots);
-        break;
-      case ucx::Algorithm::kDirectAllReduce:
-        ucx::build_direct_all_reduce(*op, choice.chunk_bytes);
-        break;
-      case ucx::Algorithm::kRecursiveDoubling:
-        ucx::build_recursive_doubling_all_reduce(*op);
-        break;
-      case ucx::Algorithm::kBinomialBroadcast:
-        ucx::build_binomial_broadcast(*op);
-        break;
-      case ucx::Algorithm::kChainBroadcast:
-        ucx::build_chain_broadcast(*op, choice.chunk_bytes);
-        break;
-      case ucx::Algorithm::kPairwiseAllToAll:
-        ucx::build_pairwise_all_to_all(*op);
-        break;
-      case ucx::Algorithm::kDissemination:
-        ucx::build_dissemination_barrier(*op);
-        break;
-      case ucx::Algorithm::kPointToPoint:
-        ucx::build_point_to_point(*op);
-        break;
-      case ucx::Algorithm::kViews:
-        ucx::build_views(*op, st.tuning.direct_min_bytes);
-        break;
-    }
+    choice = ucx::select_algorithm({a.kind, bytes, st.size, st.one_host, a.has_views()}, st.tuning);
+    choice.algorithm->build(*op, choice.chunk_bytes, st.tuning);
   } catch (const Error& e) {
     // This rank will not take part: the others would wait for it, so fail the group now.
     if (!p2p) w.fail_comm_locked(st, e.code(), e.what(), true);
@@ -162,11 +130,11 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
   op->built();
   if (on_success) op->on_success(std::move(on_success));
   auto work = std::make_shared<ucx::UcxWork>(worker_, a, st.name, st.timeout);
+  work->set_algorithm(choice.algorithm->name);
   work->set_op(op);
   op->set_work(work);
   if (log_enabled(LogLevel::kDebug))
-    DT_LOG_DEBUG(op->description(), ": ", ucx::algorithm_name(choice.algorithm), ", ", op->num_tasks(), " tasks, seq ",
-                 seq);
+    DT_LOG_DEBUG(op->description(), ": ", choice.algorithm->name, ", ", op->num_tasks(), " tasks, seq ", seq);
   w.submit_locked(op);
   const bool done = op->finished();
   lock.unlock();
@@ -295,6 +263,7 @@ WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
 // ---- factories ----
 
 std::shared_ptr<Communicator> create_ucx_communicator(std::shared_ptr<Store> store, int rank, int world_size) {
+  const ucx::UcxTuning tuning = ucx::UcxTuning::from_env();  // a bad DT_UCX_* fails before any peer is involved
   auto worker = UcxWorker::create(std::move(store), rank, world_size);
   auto st = std::make_shared<CommState>();
   st->id = 0;
@@ -305,24 +274,13 @@ std::shared_ptr<Communicator> create_ucx_communicator(std::shared_ptr<Store> sto
   st->name = str_cat("ucx[rank ", rank, "/", world_size, "]");
   st->send_seq.assign(size_t(world_size), 0);
   st->recv_seq.assign(size_t(world_size), 0);
-  st->tuning = ucx::UcxTuning::from_env();
+  st->tuning = tuning;
   st->timeout = default_timeout();
   {
     std::lock_guard<std::mutex> lock(worker->mutex());
     worker->register_comm(st);
   }
   return std::make_shared<UcxCommunicator>(worker, st);
-}
-
-std::shared_ptr<Communicator> init_process_group() {
-  BootstrapEnv env = init_from_env();
-  set_process_rank(env.rank);
-  config::log_settings();
-  std::shared_ptr<Store> store = connect_store(env);
-  std::shared_ptr<Communicator> world =
-      maybe_wrap_debug(create_ucx_communicator(std::move(store), env.rank, env.world_size));
-  set_default_world(world);
-  return world;
 }
 
 }  // namespace dt

@@ -2,7 +2,7 @@
 // machine or many. Device (CUDA) buffers are staged through pinned host memory (slow, logged once); NCCL is the
 // backend for those.
 //
-//   auto comm = dt::init_process_group();            // under dtrun / torchrun / mpirun / srun
+//   auto comm = dt::init_process_group();            // collectives/process_group.h, under dtrun / torchrun / ...
 //   comm->all_reduce(tensor, dt::ReduceOp::kSum)->wait();
 //
 // Algorithms are chosen per call by size (collectives/ucx/algorithm_table.h); how progress is made and failures are
@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "collectives/communicator.h"
 #include "collectives/store/store.h"
@@ -44,6 +45,9 @@ class UcxCommunicator final : public Communicator {
   // must agree); set it at the same point of the call sequence on all ranks.
   ucx::UcxTuning tuning() const;
   void set_tuning(const ucx::UcxTuning& tuning);
+  // Forces algorithms by name from now on, as DT_UCX_ALGORITHM does ("all_reduce:direct,all_gather:ring"; "" clears
+  // them): see collectives/ucx/algorithm_table.h. Same rule as set_tuning: on all ranks at the same point.
+  void set_algorithms(std::string_view spec);
   // The communicator id carried in the UCX tags (0 for the world).
   uint32_t id() const;
 
@@ -64,10 +68,5 @@ class UcxCommunicator final : public Communicator {
 // (worker addresses and process identities are published there). Collective: every rank calls it with a store of
 // the same job.
 std::shared_ptr<Communicator> create_ucx_communicator(std::shared_ptr<Store> store, int rank, int world_size);
-
-// The convenience entry: reads the launcher's environment (init_from_env), connects to (or hosts) the job's store
-// (connect_store), sets the log rank (set_process_rank), makes the world communicator over UCX the default world
-// (set_default_world, used by DeviceMesh::create) and returns it.
-std::shared_ptr<Communicator> init_process_group();
 
 }  // namespace dt

@@ -33,11 +33,6 @@ std::string error_message(const std::exception_ptr& e) {
 
 namespace {
 
-int64_t ns_of(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-int64_t now_ns() { return ns_of(Clock::now()); }
-
 std::string read_first_line(const std::string& path) {
   std::ifstream f(path);
   std::string line;
@@ -414,100 +409,6 @@ void UcxWorker::fail_comm_locked(CommState& comm, ErrorCode code, const std::str
   DT_LOG_DEBUG("UCX ", comm.name, " failed: ", full_reason);
 }
 
-void UcxWorker::send_abort_locked(const CommState& comm, const std::string& text) {
-  std::string payload = std::to_string(comm.id) + "\n" + text;
-  if (payload.size() > AbortRecv::kMax) payload.resize(AbortRecv::kMax);
-  for (int r = 0; r < comm.size; ++r) {
-    const int g = comm.members[size_t(r)];
-    if (g == rank_ || !peers_[size_t(g)].dead.empty()) continue;
-    auto a = std::make_unique<AbortSend>();
-    a->payload = payload;
-    ucp_request_param_t p;
-    std::memset(&p, 0, sizeof(p));
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
-    p.cb.send = abort_send_cb;
-    p.user_data = a.get();
-    p.datatype = ucp_dt_make_contig(1);
-    void* r2 = ucp_tag_send_nbx(eps_[size_t(g)], a->payload.data(), a->payload.size(),
-                                make_tag(kAbortKind, 0, 0, 0, uint32_t(rank_), 0), &p);
-    if (UCS_PTR_IS_PTR(r2)) {
-      a->request = r2;
-      abort_sends_.push_back(std::move(a));
-    }
-  }
-}
-
-void UcxWorker::abort_send_cb(void* /*request*/, ucs_status_t /*status*/, void* user_data) {
-  static_cast<AbortSend*>(user_data)->done = true;
-}
-
-void UcxWorker::abort_recv_cb(void* /*request*/, ucs_status_t status, const ucp_tag_recv_info_t* info,
-                              void* user_data) {
-  auto* a = static_cast<AbortRecv*>(user_data);
-  a->done = true;
-  a->status = status;
-  if (info != nullptr) a->info = *info;
-}
-
-bool UcxWorker::poll_abort_locked() {
-  bool got = false;
-  for (;;) {
-    AbortRecv& a = *abort_recv_;
-    if (a.posted && !a.done) return got;
-    if (a.posted && a.done) {
-      if (a.request != nullptr) ucp_request_free(a.request);
-      a.request = nullptr;
-      a.posted = false;
-      if (a.status == UCS_OK) {
-        got = true;
-        handle_abort_locked(std::string(a.buf, std::min(a.info.length, AbortRecv::kMax)),
-                            int(tag_src(a.info.sender_tag)));
-      } else if (a.status == UCS_ERR_CANCELED) {
-        return got;
-      }
-    }
-    if (stop_.load()) return got;
-    a.done = false;
-    a.info = {};
-    ucp_request_param_t p;
-    std::memset(&p, 0, sizeof(p));
-    // No immediate completion (see UcxOp::post): the callback reports the sender and the length.
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE |
-                     UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    p.cb.recv = abort_recv_cb;
-    p.user_data = &a;
-    p.datatype = ucp_dt_make_contig(1);
-    void* r = ucp_tag_recv_nbx(worker_, a.buf, AbortRecv::kMax, make_tag(kAbortKind, 0, 0, 0, 0, 0), kKindMask, &p);
-    if (UCS_PTR_IS_ERR(r) || r == nullptr) {
-      DT_LOG_WARN("UCX: cannot post the abort-channel receive: ", ucs_status_string(UCS_PTR_STATUS(r)));
-      return got;
-    }
-    a.posted = true;
-    a.request = r;
-  }
-}
-
-void UcxWorker::handle_abort_locked(const std::string& message, int from) {
-  size_t nl = message.find('\n');
-  if (nl == std::string::npos) return;
-  const uint32_t id = uint32_t(std::strtoul(message.substr(0, nl).c_str(), nullptr, 10));
-  const std::string text = message.substr(nl + 1);
-  bool known = false;
-  for (auto& w : comms_) {
-    auto c = w.lock();
-    if (!c || c->id != id) continue;
-    known = true;
-    if (c->failed) continue;
-    auto it = std::find(c->members.begin(), c->members.end(), from);
-    if (it == c->members.end()) continue;
-    const int r = int(it - c->members.begin());
-    fail_comm_locked(*c, ErrorCode::kRemoteError, str_cat(peer_name(*c, r), " reported: ", text), false);
-  }
-  // A member that failed before this process finished creating the communicator (split() draws the id from the
-  // store, so a fast peer can fail its first call on it meanwhile): keep the news for register_comm().
-  if (!known && early_aborts_.size() < 1024) early_aborts_.emplace(id, std::make_pair(from, text));
-}
-
 void UcxWorker::reap_locked() {
   if (!zombies_.empty())
     zombies_.erase(std::remove_if(zombies_.begin(), zombies_.end(),
@@ -659,90 +560,6 @@ void UcxWorker::fail_dead_peers_locked(const std::vector<int>& newly_dead) {
                        str_cat(peer_name(c, r), " died (", peers_[size_t(g)].dead, ") while this call was pending"),
                        true);
       break;
-    }
-  }
-}
-
-// ---- driving progress ----
-
-void UcxWorker::drive(UcxWork& work, bool may_block) {
-  const auto now = Clock::now();
-  drivers_.fetch_add(1);
-  last_drive_ns_.store(ns_of(now));
-  struct Leave {
-    std::atomic<int>& d;
-    ~Leave() { d.fetch_sub(1); }
-  } leave{drivers_};
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    sched_yield();
-    return;
-  }
-  const bool moved = progress_locked(now);
-  if (work.done()) return;
-  if (moved) {
-    work.last_moved = now;
-    return;
-  }
-  if (work.last_moved == Clock::time_point{}) work.last_moved = now;
-  if (!may_block || now - work.last_moved < spin_) {
-    lock.unlock();
-    if (yield_) sched_yield();
-    return;
-  }
-  // Nothing happened for a while: sleep on the worker's event descriptor (at most 1 ms, to recheck deadlines).
-  const ucs_status_t s = ucp_worker_arm(worker_);
-  lock.unlock();
-  if (s == UCS_OK) {
-    pollfd p{efd_, POLLIN, 0};
-    poll(&p, 1, 1);
-  }
-}
-
-void UcxWorker::kick() {
-  // Only a progress thread asleep in epoll needs the nudge: one standing down for a driver runs a full progress
-  // pass before it sleeps again (thread_sleeping_ is raised before that pass, see thread_main).
-  if (kick_fd_ < 0 || !thread_sleeping_.load()) return;
-  uint64_t one = 1;
-  ssize_t n = write(kick_fd_, &one, sizeof(one));
-  (void)n;
-}
-
-void UcxWorker::thread_main() {
-  epoll_event evs[4];
-  while (!stop_.load()) {
-    if (drivers_.load() > 0 || now_ns() - last_drive_ns_.load() < 2'000'000) {
-      // A caller is driving progress: stay out of its way.
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      continue;
-    }
-    // Raised before the last progress pass: work submitted after this pass sees it and kicks.
-    thread_sleeping_.store(true);
-    bool pending = false;
-    ucs_status_t s;
-    {
-      std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-      if (!lock.owns_lock()) {
-        thread_sleeping_.store(false);
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-        continue;
-      }
-      progress_locked(Clock::now());
-      pending = !running_.empty();
-      s = ucp_worker_arm(worker_);
-    }
-    if (s == UCS_ERR_BUSY || stop_.load()) {
-      thread_sleeping_.store(false);
-      continue;
-    }
-    int n = epoll_wait(epfd_, evs, 4, pending ? 100 : 1000);
-    thread_sleeping_.store(false);
-    for (int i = 0; i < n; ++i) {
-      if (evs[i].data.fd == kick_fd_) {
-        uint64_t v;
-        ssize_t r = read(kick_fd_, &v, sizeof(v));
-        (void)r;
-      }
     }
   }
 }

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "collectives/ucx/ucx_communicator.h"
+#include "collectives/process_group.h"
 #include "dtensor/dtensor.h"
 #include "tests/dtensor/redistribute_cases.h"
 
@@ -64,6 +64,7 @@ int main() {
     }
     world->barrier()->wait();
     if (world->rank() == 0) std::printf("error paths checked\n");
+    dt::destroy_process_group();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "FAILED with exception: %s\n", e.what());
     return 1;

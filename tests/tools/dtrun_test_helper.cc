@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "collectives/bootstrap.h"
+#include "collectives/store/tcp_store.h"
 #include "core/error.h"
 
 namespace {

@@ -6,10 +6,15 @@
 #include <map>
 #include <thread>
 
+#include "collectives/store/tcp_store.h"
 #include "core/error.h"
 #include "store_test_util.h"
 
 namespace dt {
+namespace {
+// connect_store returns the Store interface; these tests look at the TCP store's server and port.
+std::shared_ptr<TcpStore> tcp(std::shared_ptr<Store> store) { return std::dynamic_pointer_cast<TcpStore>(store); }
+}  // namespace
 namespace {
 
 using namespace std::chrono_literals;
@@ -261,7 +266,7 @@ TEST(ConnectStore, RankZeroHostsAndOthersMayStartFirst) {
   for (int r = kWorld - 1; r >= 0; --r) {
     ranks.emplace_back([&, r] {
       if (r == 0) std::this_thread::sleep_for(200ms);
-      auto store = connect_store(rank_env(r, kWorld, port), 10s);
+      auto store = tcp(connect_store(rank_env(r, kWorld, port), 10s));
       EXPECT_EQ(store->server() != nullptr, r == 0);
       store->set("addr/" + std::to_string(r), "rank" + std::to_string(r));
       for (int p = 0; p < kWorld; ++p) seen[r] += store->get("addr/" + std::to_string(p)) + ";";
@@ -280,14 +285,14 @@ TEST(ConnectStore, LauncherHostedStoreAndSingleProcess) {
   TcpStoreServerOptions so;
   so.secret = "bootstrap-test-secret";
   TcpStoreServer launcher(so);
-  auto s0 = connect_store(rank_env(0, 2, launcher.port(), /*hosted=*/true), 5s);
-  auto s1 = connect_store(rank_env(1, 2, launcher.port(), /*hosted=*/true), 5s);
+  auto s0 = tcp(connect_store(rank_env(0, 2, launcher.port(), /*hosted=*/true), 5s));
+  auto s1 = tcp(connect_store(rank_env(1, 2, launcher.port(), /*hosted=*/true), 5s));
   EXPECT_EQ(s0->server(), nullptr);  // the launcher hosts it
   s0->set("k", "v");
   EXPECT_EQ(s1->get("k"), "v");
 
   // A single process with nothing set but rank and size: hosts on a free port with a random secret.
-  auto solo = connect_store(parse({{"DT_RANK", "0"}, {"DT_WORLD_SIZE", "1"}}), 5s);
+  auto solo = tcp(connect_store(parse({{"DT_RANK", "0"}, {"DT_WORLD_SIZE", "1"}}), 5s));
   ASSERT_NE(solo->server(), nullptr);
   EXPECT_NE(solo->port(), kDefaultMasterPort);
   EXPECT_EQ(solo->add("n", 2), 2);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "collectives/algorithms/broadcast.h"
@@ -12,6 +13,7 @@
 #include "collectives/algorithms/recursive_doubling.h"
 #include "collectives/algorithms/ring.h"
 #include "collectives/ucx/algorithm_table.h"
+#include "core/error.h"
 
 namespace dt::algorithms {
 namespace {
@@ -207,38 +209,103 @@ TEST(Dissemination, EveryRankHearsFromEveryRank) {
   }
 }
 
+// The name of the algorithm the table chooses.
+std::string chosen(CollectiveKind kind, int64_t bytes, int n, bool one_host, const ucx::UcxTuning& t,
+                   bool views = false) {
+  return ucx::select_algorithm(ucx::SelectionInput{kind, bytes, n, one_host, views}, t).algorithm->name;
+}
+
 TEST(UcxAlgorithmTable, ChoosesBySize) {
-  using ucx::Algorithm;
   ucx::UcxTuning t;
   t.allreduce_small_bytes = 1000;
   t.broadcast_small_bytes = 500;
   t.chunk_bytes = 4096;
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1000, 4, false, t).algorithm,
-            Algorithm::kRecursiveDoubling);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1001, 4, false, t).algorithm, Algorithm::kRingAllReduce);
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 1000, 4, false, t), "recursive_doubling");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 1001, 4, false, t), "ring");
   EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1001, 4, false, t).chunk_bytes, 4096);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kBroadcast, 500, 4, false, t).algorithm,
-            Algorithm::kBinomialBroadcast);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kBroadcast, 501, 4, false, t).algorithm, Algorithm::kChainBroadcast);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllGather, 1 << 30, 2, false, t).algorithm,
-            Algorithm::kRingAllGather);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kReduceScatter, 0, 3, false, t).algorithm,
-            Algorithm::kRingReduceScatter);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllToAllV, 10, 3, false, t).algorithm, Algorithm::kPairwiseAllToAll);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kBarrier, 0, 3, false, t).algorithm, Algorithm::kDissemination);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kSend, 10, 3, false, t).algorithm, Algorithm::kPointToPoint);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 10, 1, false, t).algorithm, Algorithm::kLocal);
+  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1000, 4, false, t).chunk_bytes, 0);
+  EXPECT_EQ(chosen(CollectiveKind::kBroadcast, 500, 4, false, t), "binomial");
+  EXPECT_EQ(chosen(CollectiveKind::kBroadcast, 501, 4, false, t), "chain");
+  EXPECT_EQ(chosen(CollectiveKind::kAllGather, 1 << 30, 2, false, t), "ring");
+  EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 0, 3, false, t), "ring");
+  EXPECT_EQ(chosen(CollectiveKind::kAllToAll, 10, 3, false, t), "pairwise");
+  EXPECT_EQ(chosen(CollectiveKind::kAllToAllV, 10, 3, false, t), "pairwise");
+  EXPECT_EQ(chosen(CollectiveKind::kBarrier, 0, 3, false, t), "dissemination");
+  EXPECT_EQ(chosen(CollectiveKind::kSend, 10, 3, false, t), "point_to_point");
+  EXPECT_EQ(chosen(CollectiveKind::kRecv, 10, 1, false, t), "point_to_point");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 10, 1, false, t), "local");
+  EXPECT_EQ(chosen(CollectiveKind::kAllGather, 10, 1, false, t, /*views=*/true), "views");
+  EXPECT_EQ(chosen(CollectiveKind::kAllToAllV, 10, 4, true, t, /*views=*/true), "views");
   // Members on one host: the direct all-reduce from its minimum size on (never when the minimum is negative).
   t.direct_allreduce_min_bytes = 5000;
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 4999, 4, true, t).algorithm, Algorithm::kRingAllReduce);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 5000, 4, true, t).algorithm, Algorithm::kDirectAllReduce);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 5000, 4, false, t).algorithm, Algorithm::kRingAllReduce);
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 10, 4, true, t).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 4999, 4, true, t), "ring");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 5000, 4, true, t), "direct");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 5000, 4, false, t), "ring");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 10, 4, true, t), "recursive_doubling");
   t.direct_allreduce_min_bytes = -1;
-  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kAllReduce, 1 << 30, 4, true, t).algorithm,
-            Algorithm::kRingAllReduce);
-  EXPECT_STREQ(ucx::algorithm_name(Algorithm::kRingAllReduce), "ring_all_reduce");
-  EXPECT_STREQ(ucx::algorithm_name(Algorithm::kDirectAllReduce), "direct_all_reduce");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 1 << 30, 4, true, t), "ring");
+}
+
+// Every (kind, name) pair is unique, every kind has an algorithm that always applies, and find_algorithm finds each.
+TEST(UcxAlgorithmTable, Descriptors) {
+  for (size_t k = 0; k < ucx::kNumCollectiveKinds; ++k) {
+    const auto kind = CollectiveKind(k);
+    std::set<std::string> names;
+    for (const ucx::AlgorithmDesc& d : ucx::algorithm_table()) {
+      if (!d.serves(kind)) continue;
+      EXPECT_TRUE(names.insert(d.name).second) << collective_kind_name(kind) << ": '" << d.name << "' twice";
+      EXPECT_EQ(ucx::find_algorithm(kind, d.name), &d);
+      EXPECT_NE(d.build, nullptr) << d.name;
+      EXPECT_NE(d.admits, nullptr) << d.name;
+      EXPECT_EQ(d.can_run == nullptr, d.needs == nullptr) << d.name << ": a requirement needs its description";
+    }
+    EXPECT_FALSE(names.empty()) << collective_kind_name(kind);
+  }
+  EXPECT_EQ(ucx::find_algorithm(CollectiveKind::kBroadcast, "direct"), nullptr);
+}
+
+TEST(UcxAlgorithmTable, Forced) {
+  ucx::UcxTuning t;
+  t.force_algorithms(" all_reduce:direct , all_gather:ring,broadcast:chain");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 8, 4, true, t), "direct");  // below every size rule
+  EXPECT_EQ(chosen(CollectiveKind::kBroadcast, 8, 4, false, t), "chain");
+  EXPECT_EQ(ucx::select_algorithm(CollectiveKind::kBroadcast, 8, 4, false, t).chunk_bytes, t.chunk_bytes);
+  EXPECT_EQ(chosen(CollectiveKind::kReduceScatter, 8, 4, false, t), "ring");  // not forced: the rules
+  // What the call dictates wins over forcing: a group of one, strided views.
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 8, 1, true, t), "local");
+  EXPECT_EQ(chosen(CollectiveKind::kAllGather, 8, 4, true, t, /*views=*/true), "views");
+  // Forced but unable to run: members on several hosts.
+  try {
+    ucx::select_algorithm(CollectiveKind::kAllReduce, 8, 4, false, t);
+    ADD_FAILURE() << "expected dt::Unsupported";
+  } catch (const Unsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("'direct' forced for all_reduce"), std::string::npos) << e.what();
+  }
+  t.force_algorithms("");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, 8, 4, true, t), "recursive_doubling");
+  t.force_algorithms("all_reduce:recursive_doubling");
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, int64_t(1) << 30, 4, true, t), "recursive_doubling");
+  // Unknown names list the valid ones; a bad spec leaves the previous choices alone.
+  auto error_of = [&](const char* spec) {
+    try {
+      t.force_algorithms(spec);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string bad_name = error_of("all_reduce:fast");
+  EXPECT_NE(
+      bad_name.find("no algorithm 'fast' for all_reduce; expected one of local, recursive_doubling, direct, ring"),
+      std::string::npos)
+      << bad_name;
+  const std::string bad_kind = error_of("allreduce:ring");
+  EXPECT_NE(bad_kind.find("no collective kind 'allreduce'; expected one of all_gather, reduce_scatter, all_reduce"),
+            std::string::npos)
+      << bad_kind;
+  EXPECT_NE(error_of("all_reduce").find("expected kind:algorithm"), std::string::npos);
+  EXPECT_NE(error_of("barrier:ring").find("expected one of local, dissemination"), std::string::npos);
+  EXPECT_EQ(chosen(CollectiveKind::kAllReduce, int64_t(1) << 30, 4, true, t), "recursive_doubling");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <numeric>
 #include <thread>
 
+#include "collectives/process_group.h"
 #include "collectives/ucx/ucx_communicator.h"
 #include "collectives/ucx/views.h"
 #include "core/error.h"
@@ -140,7 +141,12 @@ void all_reduce_matrix(const ucx::UcxTuning& tuning, const char* algo) {
             std::vector<T> in = input<T>(seed, r, count, op);
             std::vector<T> out(size_t(std::max<int64_t>(count, 1)));
             void* recv = in_place ? ptr(in, count) : ptr(out, count);
-            c.all_reduce(ptr(in, count), recv, count, dt, op, Device::cpu())->wait();
+            WorkPtr work = c.all_reduce(ptr(in, count), recv, count, dt, op, Device::cpu());
+            work->wait();
+            // The algorithm under test ran (a group of one copies locally, or does nothing without elements).
+            if (n > 1) {
+              EXPECT_STREQ(work->algorithm(), algo) << label("all_reduce", dt, count);
+            }
             const T* got = in_place ? in.data() : out.data();
             ucx_test::count_bad<T>(label(str_cat("all_reduce/", algo), dt, count,
                                          str_cat(", ", reduce_op_name(op), in_place ? ", in place" : "")),
@@ -169,6 +175,9 @@ TEST(UcxCollectives, AllReduceRing) {
 
 // Every call of more than one rank's group on this host takes the direct all-reduce (4 KiB chunks: many per block).
 TEST(UcxCollectives, AllReduceDirect) {
+  if (g_comm->size() > 1 && !ucx::direct_copies_allowed())
+    GTEST_SKIP() << "the direct all-reduce needs process_vm_readv/writev between the ranks, which this machine "
+                    "forbids (Yama ptrace_scope >= 1 outside the launcher's process tree, or DT_UCX_DIRECT=0)";
   ucx::UcxTuning t = test_tuning();
   t.allreduce_small_bytes = -1;
   t.direct_allreduce_min_bytes = 0;
@@ -225,6 +234,50 @@ TEST(UcxCollectives, Broadcast) {
                 count, [&](int64_t i) { return exact(gen<T>(seed, root, i)); });
           });
   }
+}
+
+// Algorithms forced by name (as DT_UCX_ALGORITHM does) against the size rules: small calls through the ring and the
+// chain, each checked against the reference and against the name recorded on its Work.
+TEST(UcxCollectives, ForcedByName) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  TuningScope tune(test_tuning());  // restores the forced choices too
+  c.set_algorithms("all_reduce:ring, broadcast:chain");
+  for (int64_t count : kSizes) {
+    const uint64_t seed = ++g_case;
+    std::vector<float> in = input<float>(seed, r, count), out(size_t(std::max<int64_t>(count, 1)));
+    WorkPtr work = c.all_reduce(ptr(in, count), ptr(out, count), count, DType::f32, ReduceOp::kSum, Device::cpu());
+    work->wait();
+    if (n > 1) {
+      EXPECT_STREQ(work->algorithm(), "ring") << "count " << count;
+    }
+    ucx_test::count_bad<float>(label("all_reduce/forced ring", DType::f32, count), out.data(), count,
+                               [&](int64_t i) { return ucx_test::reduce_ref<float>(seed, n, i, ReduceOp::kSum); });
+    std::vector<float> buf = r == 0 ? input<float>(seed, 0, count) : std::vector<float>(size_t(count + 1));
+    work = c.broadcast(ptr(buf, count), count, DType::f32, 0, Device::cpu());
+    work->wait();
+    if (n > 1) {
+      EXPECT_STREQ(work->algorithm(), "chain") << "count " << count;
+    }
+    ucx_test::count_bad<float>(label("broadcast/forced chain", DType::f32, count), buf.data(), count,
+                               [&](int64_t i) { return exact(gen<float>(seed, 0, i)); });
+  }
+  // Not forced: the size rules (recursive doubling for small all-reduces).
+  c.set_algorithms("");
+  std::vector<float> one(1, 1.0f);
+  WorkPtr work = c.all_reduce(one.data(), one.data(), 1, DType::f32, ReduceOp::kSum, Device::cpu());
+  work->wait();
+  EXPECT_EQ(one[0], float(n));
+  EXPECT_STREQ(work->algorithm(), n > 1 ? "recursive_doubling" : "local");
+  // A name the kind does not have: a local error listing the valid ones; the communicator stays usable.
+  try {
+    c.set_algorithms("all_reduce:chain");
+    ADD_FAILURE() << "expected dt::InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("expected one of local, recursive_doubling, direct, ring"), std::string::npos)
+        << e.what();
+  }
+  c.barrier()->wait();
 }
 
 TEST(UcxCollectives, AllToAll) {
@@ -546,5 +599,6 @@ int main(int argc, char** argv) {
     worst = 1;
   }
   dt::g_comm.reset();
+  dt::destroy_process_group();
   return rc != 0 ? rc : (worst != 0 ? 3 : 0);
 }

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "collectives/ucx/ucx_communicator.h"
+#include "collectives/process_group.h"
 #include "core/tensor.h"
 
 namespace dt {

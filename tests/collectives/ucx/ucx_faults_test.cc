@@ -31,7 +31,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/ucx/ucx_communicator.h"
+#include "collectives/process_group.h"
 #include "core/error.h"
 
 namespace {
@@ -257,5 +257,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown scenario '%s'\n", mode.c_str());
   report("exit " + std::to_string(rc));
   comm.reset();
+  dt::destroy_process_group();
   return rc;
 }

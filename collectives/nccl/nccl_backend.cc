@@ -1,0 +1,25 @@
+// The NCCL backend's entry in the backend registry (collectives/backend_registry.h): the GPU world of a launch, one
+// device per process (select_cuda_device), made the process's current device before NCCL initializes.
+#include "collectives/backend_registry.h"
+#include "collectives/nccl/nccl_comm.h"
+#include "collectives/process_group.h"
+#include "collectives/store/store.h"
+#include "core/cuda_check.h"
+
+namespace dt::detail {
+
+void register_nccl_backend() {
+  register_backend({"nccl", DeviceType::kCUDA, [](const BootstrapEnv& env, std::shared_ptr<Store> store) {
+                      const int devices = cuda_device_count();
+                      if (devices == 0)
+                        DT_THROW(Unsupported, "init_process_group(kCUDA) on rank ", env.rank,
+                                 ": no usable CUDA device");
+                      Device device = Device::cuda(select_cuda_device(env.local_rank, env.rank, devices));
+                      check_device_usable(device);
+                      // The process's device for good, not for a scope: later runtime calls default to it.
+                      DT_CUDA_CHECK(cudaSetDevice(device.index), "init_process_group(kCUDA) on rank ", env.rank);
+                      return CommunicatorPtr(NcclCommunicator::create(*store, env.rank, env.world_size, device));
+                    }});
+}
+
+}  // namespace dt::detail
