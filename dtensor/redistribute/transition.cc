@@ -59,4 +59,9 @@ Tensor filled(const Shape& shape, double value, DType dtype, Device device) {
   return t;
 }
 
+Tensor partial_local_value(const Tensor& value, ReduceOp op, int64_t index) {
+  if (index == 0 || (op != ReduceOp::kSum && op != ReduceOp::kProduct)) return value;
+  return filled(value.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, value.dtype(), value.device());
+}
+
 }  // namespace dt::redistribute
