@@ -4,6 +4,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "collectives/bootstrap.h"
 #include "collectives/exchange.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -34,6 +35,41 @@ size_t mesh_hash(const MeshShape& shape, const Device& device) {
 DeviceMesh DeviceMesh::create(Device device, std::vector<int64_t> sizes, std::vector<std::string> names,
                               std::vector<int64_t> ranks) {
   return create(default_world(), device, std::move(sizes), std::move(names), std::move(ranks));
+}
+
+namespace {
+
+// cuda:<local rank modulo visible devices>, the world rank standing in for an unknown local rank. Written here until
+// collectives/process_group offers select_cuda_device(local_rank, rank, visible), which should replace it.
+int select_cuda_device_local(int local_rank, int rank, int visible) {
+  return (local_rank >= 0 ? local_rank : rank) % visible;
+}
+
+}  // namespace
+
+Device mesh_device_for(const Communicator& world, DeviceType type) {
+  if (type == DeviceType::kCPU) return Device::cpu();
+  const Device home = world.home_device();
+  if (home.type == DeviceType::kCUDA) return home;
+  const int visible = cuda_device_count();
+  if (visible == 0)
+    DT_THROW(Unsupported, "DeviceMesh::create(DeviceType::kCUDA) on rank ", world.rank(),
+             ": no usable CUDA device (no GPU, no driver, or dtensor built without CUDA); use DeviceType::kCPU");
+  const Device device = Device::cuda(select_cuda_device_local(init_from_env().local_rank, world.rank(), visible));
+  check_device_usable(device);
+  return device;
+}
+
+DeviceMesh DeviceMesh::create(CommunicatorPtr world, DeviceType type, std::vector<int64_t> sizes,
+                              std::vector<std::string> names, std::vector<int64_t> ranks) {
+  DT_CHECK_ARG(world != nullptr, "DeviceMesh::create: the world communicator is null");
+  const Device device = mesh_device_for(*world, type);
+  return create(std::move(world), device, std::move(sizes), std::move(names), std::move(ranks));
+}
+
+DeviceMesh DeviceMesh::create(DeviceType type, std::vector<int64_t> sizes, std::vector<std::string> names,
+                              std::vector<int64_t> ranks) {
+  return create(default_world(), type, std::move(sizes), std::move(names), std::move(ranks));
 }
 
 DeviceMesh DeviceMesh::create(CommunicatorPtr world, Device device, std::vector<int64_t> sizes,

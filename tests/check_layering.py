@@ -19,7 +19,13 @@ ALLOWED = {
     "fsdp": {"core", "placement", "kernels", "collectives", "dtensor", "nn"},
     "bindings": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
     "tools": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "bindings"},
+    # The C++ umbrella (api/dtensor/dt.h, installed as <dtensor/dt.h>): the top layer, it may include every layer.
+    "api": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
 }
+# The umbrella must not pull in a backend's external headers (users need not have UCX, NCCL or CUDA headers).
+UMBRELLA = "api/dtensor/dt.h"
+BACKEND_HEADERS = re.compile(r'^\s*#\s*include\s*<(ucp|ucs|uct|nccl|cuda|cublas|thrust|cub)\b[^>]*>', re.M)
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 # The FSDP engine must not depend on nn/ (DESIGN.md): only fully_shard wires it into modules.
 FSDP_ENGINE_EXCEPTIONS = ("fsdp/fully_shard",)
 LAYERS = set(ALLOWED)
@@ -53,9 +59,26 @@ def violations(root):
     return out
 
 
+def umbrella_violations(root):
+    """Walks the repository headers the umbrella reaches and reports any that includes a backend's headers."""
+    out, seen, todo = [], set(), [UMBRELLA]
+    while todo:
+        rel = todo.pop()
+        path = os.path.join(root, rel)
+        if rel in seen or not os.path.exists(path):
+            continue
+        seen.add(rel)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for m in BACKEND_HEADERS.finditer(text):
+            out.append(f"{rel}: reached from {UMBRELLA}, includes the backend header <{m.group(1)}...>")
+        todo.extend(ANY_INCLUDE.findall(text))
+    return out
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.getcwd()
-    bad = violations(root)
+    bad = violations(root) + umbrella_violations(root)
     for v in bad:
         print(v)
     print(f"layering: {len(bad)} violation(s)")
