@@ -34,22 +34,13 @@ ShardingSpec make_spec(std::vector<Placement> placements, const ShardOrder& orde
 
 Tensor empty_local(DType dtype, const DeviceMesh& mesh) { return Tensor::empty({0}, dtype, mesh.device()); }
 
-// Partial mesh dims of `spec` from this rank's block of without_partial(spec): local_partial steps of a plan (the
-// exact R -> P rule lives in one place, redistribute::partial_local_value), no communication.
-Tensor apply_partial(Tensor plain_block, const Shape& global, const DeviceMesh& mesh, const ShardingSpec& plain,
-                     const ShardingSpec& spec) {
-  if (plain == spec) return plain_block;
-  const Plan& plan = plan_redistribution(mesh.shape(), global, plain_block.element_size(), plain, spec);
-  return redistribute::run_plan(mesh, global, plan, plain_block);
-}
-
 // This rank's block of `full` (a contiguous copy on the mesh's device), with Partial dims by the exact local rule.
 Tensor local_block(const Tensor& full, const DeviceMesh& mesh, const ShardingSpec& spec) {
   const ShardingSpec plain = without_partial(spec);
   std::vector<IndexRange> ranges = local_ranges(full.shape(), mesh.shape(), plain, mesh.coordinate());
   Tensor v = full;
   for (size_t d = 0; d < ranges.size(); ++d) v = v.narrow(int64_t(d), ranges[d].begin, ranges[d].size());
-  return apply_partial(v.to(mesh.device()).clone(), full.shape(), mesh, plain, spec);
+  return redistribute::partial_local_block(v.to(mesh.device()).clone(), spec, mesh.coordinate());
 }
 
 // distribute_tensor from the mesh's global rank `src` (the tensor is only read there; `full` is undefined on ranks
@@ -100,7 +91,8 @@ DTensor distribute_from(const Tensor& full, const Shape& shape, DType dtype, con
   const Tensor input = is_src ? full.to(mesh.device()) : Tensor();
   Tensor block = redistribute::run_transfer(
       {mesh.world(), plan, input, local_shape(shape, ms, plain, mesh.coordinate()), dtype, mesh.device()});
-  return DTensor::from_local_unchecked(apply_partial(std::move(block), shape, mesh, plain, spec), mesh, spec, shape);
+  return DTensor::from_local_unchecked(redistribute::partial_local_block(std::move(block), spec, mesh.coordinate()),
+                                       mesh, spec, shape);
 }
 
 }  // namespace

@@ -102,11 +102,8 @@ Tensor run_cross_mesh(const DeviceMesh& src_mesh, const ShardingSpec& src_spec, 
   const Shape out_shape =
       dst_mesh.is_member() ? local_shape(global, dst_mesh.shape(), dst_plain, dst_mesh.coordinate()) : Shape{0};
   Tensor out = run_transfer({src_mesh.world(), plan, src_local, out_shape, dtype, src_mesh.device()});
-  // 3. Partial target dims: local_partial steps on the target mesh (no communication).
-  if (dst_mesh.is_member() && !(dst_plain == dst_spec))
-    out = run_plan(dst_mesh, global, plan_redistribution(dst_mesh.shape(), global, dtype_size(dtype), dst_plain,
-                                                         dst_spec),
-                   out);
+  // 3. Partial target dims, by the exact local rule (no communication).
+  if (dst_mesh.is_member()) out = partial_local_block(std::move(out), dst_spec, dst_mesh.coordinate());
   return out;
 }
 

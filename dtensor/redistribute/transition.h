@@ -91,7 +91,10 @@ Tensor filled(const Shape& shape, double value, DType dtype, Device device);
 // R -> P(op), exact (never a division): the local value of the member at `index` along the mesh dim, given the
 // replicated `value`. sum: index 0 keeps the value, the others hold zeros; product: the others hold ones; avg, max,
 // min: every index keeps the value (shared, not copied). The one place this rule is written: distribute_tensor and
-// cross-mesh redistribution reach it through local_partial steps of a plan.
+// cross-mesh redistribution reach it through partial_local_block.
 Tensor partial_local_value(const Tensor& value, ReduceOp op, int64_t index);
+// This rank's block of `spec` from its block of without_partial(spec), at mesh coordinate `coord`: the rule above
+// on every Partial mesh dim (also for specs mixing Partial ops, which are legal to hold, though not to plan through).
+Tensor partial_local_block(Tensor plain_block, const ShardingSpec& spec, const std::vector<int64_t>& coord);
 
 }  // namespace dt::redistribute
