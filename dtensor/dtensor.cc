@@ -80,9 +80,9 @@ DTensor distribute_from(const Tensor& full, const Shape& shape, DType dtype, con
                " is the source (src_data_rank) and must pass the tensor, not only its shape and dtype");
   for (int64_t i = 0; i < ms.numel(); ++i) {
     const int64_t* p = all.data() + i * kFields;
-    DT_CHECK_ARG(std::equal(p + kHead, p + kFields, source + kHead), "distribute_tensor: rank ",
-                 ms.ranks()[size_t(i)], " passed ", describe(p), " but the source rank ", src, " holds ",
-                 describe(source), ": every rank must pass the source's shape and dtype");
+    DT_CHECK_ARG(std::equal(p + kHead, p + kFields, source + kHead), "distribute_tensor: rank ", ms.ranks()[size_t(i)],
+                 " passed ", describe(p), " but the source rank ", src, " holds ", describe(source),
+                 ": every rank must pass the source's shape and dtype");
   }
 
   const ShardingSpec plain = without_partial(spec);
@@ -193,7 +193,8 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, std::ve
 
 DTensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, std::vector<Placement> placements,
                           const ShardOrder& shard_order, std::optional<int64_t> src_data_rank) {
-  DT_CHECK_ARG(full.defined(), "distribute_tensor: the tensor is undefined (ranks other than the source may pass "
+  DT_CHECK_ARG(full.defined(),
+               "distribute_tensor: the tensor is undefined (ranks other than the source may pass "
                "its shape and dtype instead)");
   ShardingSpec spec = make_spec(std::move(placements), shard_order, full.dim(), mesh);
   if (src_data_rank) return distribute_from(full, full.shape(), full.dtype(), mesh, spec, *src_data_rank);

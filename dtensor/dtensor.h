@@ -103,7 +103,7 @@ class RedistributeHandle {
  public:
   RedistributeHandle() = default;
   DTensor wait() &;
-  DTensor wait() &&;  // on a temporary handle (x.redistribute_async(...).wait()): the result moves out
+  DTensor wait() &&;          // on a temporary handle (x.redistribute_async(...).wait()): the result moves out
   bool is_completed() const;  // whether the in-flight collective finished (later steps may remain)
 
   struct State;

@@ -328,7 +328,7 @@ bool next_state(const std::string& cur, size_t m, uint8_t to, size_t k, StepKind
   for (size_t o = 0; o < k; ++o) {
     if (o == m) continue;
     const uint8_t c = code_at(*next, o);
-    if (to_shard && c == to) ++(*next)[2 * m + 1];  // a new splitter is the innermost
+    if (to_shard && c == to) ++(*next)[2 * m + 1];                       // a new splitter is the innermost
     if (to_partial && c > 0 && c < kShardCode && c != to) return false;  // mixed Partial ops
   }
   return true;
@@ -343,8 +343,7 @@ struct SearchResult {
 // Phase 3: uniform-cost search (Dijkstra) over compact states; ties broken by insertion order so plans are
 // deterministic.
 SearchResult search_cheapest(const MeshShape& mesh, const Shape& global, size_t elem_size, const ShardingSpec& src,
-                             const ShardingSpec& dst, const std::vector<uint8_t>& candidates,
-                             const CostModel& model) {
+                             const ShardingSpec& dst, const std::vector<uint8_t>& candidates, const CostModel& model) {
   const std::vector<int64_t>& sizes = mesh.sizes();
   const size_t k = sizes.size();
   struct Node {

@@ -21,10 +21,9 @@ bool intersect(const Box& a, const Box& b, Box* out) {
 }
 
 bool box_less(const Box& a, const Box& b) {
-  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](const IndexRange& x,
-                                                                                  const IndexRange& y) {
-    return x.begin != y.begin ? x.begin < y.begin : x.end < y.end;
-  });
+  return std::lexicographical_compare(
+      a.begin(), a.end(), b.begin(), b.end(),
+      [](const IndexRange& x, const IndexRange& y) { return x.begin != y.begin ? x.begin < y.begin : x.end < y.end; });
 }
 
 void check_plain(const ShardingSpec& spec, const char* which) {

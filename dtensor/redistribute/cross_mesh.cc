@@ -69,7 +69,8 @@ PendingStep CrossMeshTransition::start(const TransferContext& c) const {
   }
   auto rest = std::make_shared<std::vector<WorkPtr>>(std::move(works));
   auto bufs = std::make_shared<std::vector<Tensor>>(std::move(keep_alive));
-  return {last, [out, unpack, rest, bufs]() {
+  return {last,
+          [out, unpack, rest, bufs]() {
             for (auto& w : *rest) w->wait();
             for (auto& [dst, buf] : *unpack) copy_into(dst, buf);
             bufs->clear();
@@ -94,9 +95,8 @@ Tensor run_cross_mesh(const DeviceMesh& src_mesh, const ShardingSpec& src_spec, 
   const ShardingSpec dst_plain = without_partial(dst_spec);
   Tensor src_local = local;
   if (src_mesh.is_member() && !(src_plain == src_spec))
-    src_local = run_plan(src_mesh, global, plan_redistribution(src_mesh.shape(), global, dtype_size(dtype), src_spec,
-                                                               src_plain),
-                         local);
+    src_local = run_plan(src_mesh, global,
+                         plan_redistribution(src_mesh.shape(), global, dtype_size(dtype), src_spec, src_plain), local);
   // 2. The transfers (cached plan).
   const TransferPlan& plan = plan_transfers(src_mesh.shape(), src_plain, dst_mesh.shape(), dst_plain, global);
   const Shape out_shape =

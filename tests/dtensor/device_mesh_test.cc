@@ -1,10 +1,11 @@
 // DeviceMesh::create by device type (PyTorch's init_device_mesh("cpu" | "cuda", ...)) on the thread backend.
+#include "dtensor/device_mesh.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "collectives/thread/thread_comm.h"
-#include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 
 namespace dt {

@@ -119,8 +119,11 @@ TEST(DistributeTensor, DisagreementsAreErrorsOnEveryRank) {
       }
     };
     // Rank 2 passes another shape: every rank throws, naming rank 2.
-    expect_error([&] { distribute_tensor(me == 2 ? Tensor::zeros({4, 5}) : full, mesh, {Shard{0}}); },
-                 "rank 2 passed [4, 5] f32 but the source rank 0 holds [4, 4] f32");
+    expect_error(
+        [&] {
+          distribute_tensor(me == 2 ? Tensor::zeros({4, 5}) : full, mesh, {Shard{0}});
+        },
+        "rank 2 passed [4, 5] f32 but the source rank 0 holds [4, 4] f32");
     // Rank 1 passes another dtype through the (shape, dtype) overload.
     expect_error(
         [&] {
@@ -131,8 +134,7 @@ TEST(DistributeTensor, DisagreementsAreErrorsOnEveryRank) {
         },
         "rank 1 passed [4, 4] f64");
     // The source passes no tensor.
-    expect_error([&] { distribute_tensor(Shape{4, 4}, DType::f32, mesh, {Shard{0}}, {}, 1); },
-                 "rank 1 is the source");
+    expect_error([&] { distribute_tensor(Shape{4, 4}, DType::f32, mesh, {Shard{0}}, {}, 1); }, "rank 1 is the source");
     // The ranks name different sources.
     expect_error([&] { distribute_tensor(full, mesh, {Shard{0}}, {}, me == 3 ? 2 : 0); }, "names source rank");
     // A source outside the mesh.

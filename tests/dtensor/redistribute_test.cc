@@ -311,8 +311,9 @@ TEST(DTensorApi, DistributeFromSourceRankAndSubMeshes) {
   run_threads(4, [&](CommunicatorPtr world) {
     DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 2}, {"dp", "tp"});
     // Rank 2 holds the data; the others pass its shape and dtype.
-    DTensor x = world->rank() == 2 ? distribute_tensor(full, mesh, {Replicate{}, Shard{1}}, {}, 2)
-                                   : distribute_tensor(full.shape(), full.dtype(), mesh, {Replicate{}, Shard{1}}, {}, 2);
+    DTensor x = world->rank() == 2
+                    ? distribute_tensor(full, mesh, {Replicate{}, Shard{1}}, {}, 2)
+                    : distribute_tensor(full.shape(), full.dtype(), mesh, {Replicate{}, Shard{1}}, {}, 2);
     EXPECT_TRUE(equal(x.full_tensor(), full));
     DeviceMesh tp = mesh["tp"];
     EXPECT_EQ(tp.size(), 2);

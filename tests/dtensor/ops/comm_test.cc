@@ -138,7 +138,8 @@ TEST(DTensorOpsComm, LossParallelNeverGathersLogits) {
       DTensor logits = linear(distribute_tensor(hs, mesh, {Replicate{}}), distribute_tensor(w, mesh, {Shard{0}}));
       EXPECT_TRUE(logits.placements()[0] == Placement(Shard{1}));
       CommCounter counter(mesh);
-      DTensor loss = cross_entropy(logits, distribute_tensor(targets, mesh, {Replicate{}}, {}, std::nullopt), -100, red);
+      DTensor loss =
+          cross_entropy(logits, distribute_tensor(targets, mesh, {Replicate{}}, {}, std::nullopt), -100, red);
       EXPECT_EQ(counter.count(CollectiveKind::kAllGather), 0) << counter.summary();
       EXPECT_EQ(counter.count(CollectiveKind::kAllReduce), 2) << counter.summary();  // row max, (sum exp, target)
       EXPECT_TRUE(loss.spec().is_replicated());
