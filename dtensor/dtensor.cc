@@ -230,7 +230,8 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, std::vector<Placement> pla
 
 struct RedistributeHandle::State {
   DTensor result_template;  // mesh, spec and shape of the result, and the input (its local, read by `run`)
-  std::unique_ptr<redistribute::PlanRun> run;  // holds references into result_template: declared after it
+  // Holds references into result_template (declared after it); in place, so a redistribution allocates one State.
+  std::optional<redistribute::PlanRun> run;
   bool done = false;
   DTensor result;
 };
@@ -255,7 +256,7 @@ RedistributeHandle DTensor::redistribute_async_to(ShardingSpec spec) const {
   const DTensor& t = state->result_template;  // outlives the run (both live in the state)
   const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, t.spec());
   DT_LOG_DEBUG("redistribute ", shape_str(shape_), " on ", mesh_.shape().to_string(), ": ", plan.to_string());
-  state->run = std::make_unique<redistribute::PlanRun>(t.mesh(), t.shape(), plan, t.to_local());
+  state->run.emplace(t.mesh(), t.shape(), plan, t.to_local());
   return RedistributeHandle(std::move(state));
 }
 
