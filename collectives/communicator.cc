@@ -434,6 +434,14 @@ void check_same(const Tensor& a, const Tensor& b, const char* op) {
 }
 }  // namespace
 
+// Note [Argument order]
+// Input and output are both Tensors, so all_gather(output, input) compiles whenever the caller's input is not
+// const. We keep plain Tensors rather than typed In/Out wrappers: the size checks below reject a swapped
+// all_gather / reduce_scatter on every group of two or more ranks (the output is `size` times the input), the
+// swaps they cannot see (all_to_all, whose buffers have equal sizes; any call on a group of one) only arise in code
+// calling collectives directly, which inside dtensor is one transition per collective, each tested against a
+// one-process reference that a swap fails; and wrappers would change every call site of every layer and binding
+// for no other gain. Users of the DTensor API never pass these buffers.
 WorkPtr Communicator::all_gather(const Tensor& input, Tensor& output) {
   check_tensor(input, "all_gather", "input");
   check_tensor(output, "all_gather", "output");

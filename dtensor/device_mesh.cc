@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "collectives/exchange.h"
+#include "collectives/process_group.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -34,6 +35,25 @@ size_t mesh_hash(const MeshShape& shape, const Device& device) {
 DeviceMesh DeviceMesh::create(Device device, std::vector<int64_t> sizes, std::vector<std::string> names,
                               std::vector<int64_t> ranks) {
   return create(default_world(), device, std::move(sizes), std::move(names), std::move(ranks));
+}
+
+Device mesh_device_for(const Communicator& world, DeviceType type) {
+  if (type == DeviceType::kCPU) return Device::cpu();
+  const Device home = world.home_device();
+  if (home.type == DeviceType::kCUDA) return home;
+  return default_cuda_device(world.rank());
+}
+
+DeviceMesh DeviceMesh::create(CommunicatorPtr world, DeviceType type, std::vector<int64_t> sizes,
+                              std::vector<std::string> names, std::vector<int64_t> ranks) {
+  DT_CHECK_ARG(world != nullptr, "DeviceMesh::create: the world communicator is null");
+  const Device device = mesh_device_for(*world, type);
+  return create(std::move(world), device, std::move(sizes), std::move(names), std::move(ranks));
+}
+
+DeviceMesh DeviceMesh::create(DeviceType type, std::vector<int64_t> sizes, std::vector<std::string> names,
+                              std::vector<int64_t> ranks) {
+  return create(default_world(), type, std::move(sizes), std::move(names), std::move(ranks));
 }
 
 DeviceMesh DeviceMesh::create(CommunicatorPtr world, Device device, std::vector<int64_t> sizes,

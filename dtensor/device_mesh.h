@@ -32,6 +32,12 @@ class DeviceMesh {
                            std::vector<std::string> names = {}, std::vector<int64_t> ranks = {});
   static DeviceMesh create(Device device, std::vector<int64_t> sizes, std::vector<std::string> names = {},
                            std::vector<int64_t> ranks = {});
+  // By device type, as PyTorch's init_device_mesh("cuda", ...): kCPU is Device::cpu(); kCUDA is this rank's own GPU
+  // (mesh_device_for). Throws Unsupported on a rank that has no usable CUDA device.
+  static DeviceMesh create(CommunicatorPtr world, DeviceType type, std::vector<int64_t> sizes,
+                           std::vector<std::string> names = {}, std::vector<int64_t> ranks = {});
+  static DeviceMesh create(DeviceType type, std::vector<int64_t> sizes, std::vector<std::string> names = {},
+                           std::vector<int64_t> ranks = {});
 
   bool defined() const { return impl_ != nullptr; }
   const MeshShape& shape() const;
@@ -82,5 +88,10 @@ class DeviceMesh {
 };
 
 std::ostream& operator<<(std::ostream& os, const DeviceMesh& mesh);
+
+// The device a mesh of `type` uses on this rank of `world`: the CPU, or for kCUDA the world's own GPU when its
+// backend lives on one (NCCL: the GPU init_process_group chose), else cuda:<local rank modulo the visible devices>
+// (the launcher's LOCAL_RANK; the world rank when unknown).
+Device mesh_device_for(const Communicator& world, DeviceType type);
 
 }  // namespace dt

@@ -1,5 +1,6 @@
 #include "dtensor/dtensor.h"
 
+#include <algorithm>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -11,6 +12,7 @@
 #include "kernels/strided_view.h"
 #include "placement/layout.h"
 #include "placement/planner.h"
+#include "placement/transfer_plan.h"
 
 namespace dt {
 
@@ -30,22 +32,68 @@ ShardingSpec make_spec(std::vector<Placement> placements, const ShardOrder& orde
   return spec;
 }
 
-// This rank's block of `full` (a contiguous copy), with Partial dims filled by the exact local rule.
+Tensor empty_local(DType dtype, const DeviceMesh& mesh) { return Tensor::empty({0}, dtype, mesh.device()); }
+
+// This rank's block of `full` (a contiguous copy on the mesh's device), with Partial dims by the exact local rule.
 Tensor local_block(const Tensor& full, const DeviceMesh& mesh, const ShardingSpec& spec) {
-  std::vector<IndexRange> ranges = local_ranges(full.shape(), mesh.shape(), spec, mesh.coordinate());
+  const ShardingSpec plain = without_partial(spec);
+  std::vector<IndexRange> ranges = local_ranges(full.shape(), mesh.shape(), plain, mesh.coordinate());
   Tensor v = full;
   for (size_t d = 0; d < ranges.size(); ++d) v = v.narrow(int64_t(d), ranges[d].begin, ranges[d].size());
-  Tensor out = v.to(mesh.device()).clone();
-  for (int64_t m = 0; m < spec.mesh_ndim(); ++m) {
-    if (!is_partial(spec[m]) || mesh.coordinate()[size_t(m)] == 0) continue;
-    ReduceOp op = std::get<Partial>(spec[m]).op;
-    if (op == ReduceOp::kSum) out.fill_(0);
-    if (op == ReduceOp::kProduct) out.fill_(1);
-  }
-  return out;
+  return redistribute::partial_local_block(v.to(mesh.device()).clone(), spec, mesh.coordinate());
 }
 
-Tensor empty_local(DType dtype, const DeviceMesh& mesh) { return Tensor::empty({0}, dtype, mesh.device()); }
+// distribute_tensor from the mesh's global rank `src` (the tensor is only read there; `full` is undefined on ranks
+// that passed shape and dtype). Every member checks that all agree on the source, shape and dtype, then the source
+// sends each rank its own block (a TransferPlan from a one-rank mesh holding the whole tensor).
+DTensor distribute_from(const Tensor& full, const Shape& shape, DType dtype, const DeviceMesh& mesh,
+                        const ShardingSpec& spec, int64_t src) {
+  DT_CHECK_ARG(mesh.shape().contains(src), "distribute_tensor: src_data_rank ", src, " is not part of ", mesh,
+               " (give the global rank of a member, or std::nullopt when every rank holds the same tensor)");
+  if (!mesh.is_member()) return DTensor::from_local_unchecked(empty_local(dtype, mesh), mesh, spec, shape);
+  const bool is_src = mesh.global_rank() == src;
+
+  // (source, source without a tensor, dtype, ndim, sizes...): every rank checks everyone against the source's entry
+  // after the exchange (never before it: a rank throwing alone would leave the others waiting), so all ranks agree
+  // on whether to throw.
+  constexpr int64_t kFields = kMaxDims + 4, kHead = 2;
+  std::vector<int64_t> mine(size_t(kFields), -1);
+  mine[0] = src;
+  mine[1] = is_src && !full.defined();
+  mine[2] = int64_t(dtype);
+  mine[3] = int64_t(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) mine[4 + d] = shape[d];
+  const std::vector<int64_t> all = all_gather_ints(*mesh.mesh_comm(), mine);
+  const MeshShape& ms = mesh.shape();
+  const int64_t* source = all.data() + ms.linear_index(ms.coordinate_of(src)) * kFields;
+  auto describe = [](const int64_t* p) {
+    return str_cat(shape_str(Shape(p + 4, p + 4 + std::clamp<int64_t>(p[3], 0, kMaxDims))), " ",
+                   is_valid_dtype(DType(p[2])) ? dtype_name(DType(p[2])) : "?");
+  };
+  for (int64_t i = 0; i < ms.numel(); ++i) {
+    const int64_t* p = all.data() + i * kFields;
+    const int64_t r = ms.ranks()[size_t(i)];
+    DT_CHECK_ARG(p[0] == src, "distribute_tensor: rank ", r, " names source rank ", p[0], " but rank ",
+                 mesh.global_rank(), " names ", src, ": every rank must pass the same src_data_rank");
+  }
+  DT_CHECK_ARG(source[1] == 0, "distribute_tensor: rank ", src,
+               " is the source (src_data_rank) and must pass the tensor, not only its shape and dtype");
+  for (int64_t i = 0; i < ms.numel(); ++i) {
+    const int64_t* p = all.data() + i * kFields;
+    DT_CHECK_ARG(std::equal(p + kHead, p + kFields, source + kHead), "distribute_tensor: rank ", ms.ranks()[size_t(i)],
+                 " passed ", describe(p), " but the source rank ", src, " holds ", describe(source),
+                 ": every rank must pass the source's shape and dtype");
+  }
+
+  const ShardingSpec plain = without_partial(spec);
+  const MeshShape source_mesh({1}, {}, {src});
+  const TransferPlan& plan = plan_transfers(source_mesh, ShardingSpec::replicated(1), ms, plain, shape);
+  const Tensor input = is_src ? full.to(mesh.device()) : Tensor();
+  Tensor block = redistribute::run_transfer(
+      {mesh.world(), plan, input, local_shape(shape, ms, plain, mesh.coordinate()), dtype, mesh.device()});
+  return DTensor::from_local_unchecked(redistribute::partial_local_block(std::move(block), spec, mesh.coordinate()),
+                                       mesh, spec, shape);
+}
 
 }  // namespace
 
@@ -144,41 +192,21 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, std::ve
 }
 
 DTensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, std::vector<Placement> placements,
-                          const ShardOrder& shard_order, int64_t src_rank) {
-  if (src_rank < 0) {
-    DT_CHECK_ARG(full.defined(), "distribute_tensor: the full tensor is undefined");
-    ShardingSpec spec = make_spec(std::move(placements), shard_order, full.dim(), mesh);
-    if (!mesh.is_member()) return DTensor::from_local_unchecked(empty_local(full.dtype(), mesh), mesh, spec,
-                                                                full.shape());
-    return DTensor::from_local_unchecked(local_block(full, mesh, spec), mesh, spec, full.shape());
-  }
-  DT_CHECK_ARG(mesh.shape().contains(src_rank), "distribute_tensor: source rank ", src_rank, " is not part of ",
-               mesh);
+                          const ShardOrder& shard_order, std::optional<int64_t> src_data_rank) {
+  DT_CHECK_ARG(full.defined(),
+               "distribute_tensor: the tensor is undefined (ranks other than the source may pass "
+               "its shape and dtype instead)");
+  ShardingSpec spec = make_spec(std::move(placements), shard_order, full.dim(), mesh);
+  if (src_data_rank) return distribute_from(full, full.shape(), full.dtype(), mesh, spec, *src_data_rank);
   if (!mesh.is_member())
-    DT_THROW(InvalidArgument, "distribute_tensor from rank ", src_rank, " called on rank ", mesh.global_rank(),
-             " which is not part of ", mesh);
-  // The source broadcasts (ndim, dtype, shape) and then the data over the mesh; every rank splits locally.
-  const CommunicatorPtr& comm = mesh.mesh_comm();
-  int root = int(mesh.shape().linear_index(mesh.shape().coordinate_of(src_rank)));
-  bool is_src = mesh.global_rank() == src_rank;
-  Tensor header = Tensor::full({kMaxDims + 2}, 0, DType::i64);
-  if (is_src) {
-    DT_CHECK_ARG(full.defined() && full.dim() <= kMaxDims, "distribute_tensor: the source's tensor is undefined "
-                 "or has more than ", kMaxDims, " dims");
-    header.data<int64_t>()[0] = full.dim();
-    header.data<int64_t>()[1] = int64_t(full.dtype());
-    for (int64_t d = 0; d < full.dim(); ++d) header.data<int64_t>()[d + 2] = full.size(d);
-  }
-  Tensor dev_header = header.to(mesh.device());
-  comm->broadcast(dev_header, root)->wait();
-  header = dev_header.to(Device::cpu());
-  const int64_t* h = header.data<int64_t>();
-  Shape shape(h + 2, h + 2 + h[0]);
-  DType dtype = DType(h[1]);
-  Tensor data = is_src ? full.to(mesh.device()).contiguous().clone() : Tensor::empty(shape, dtype, mesh.device());
-  comm->broadcast(data, root)->wait();
-  ShardingSpec spec = make_spec(std::move(placements), shard_order, int64_t(shape.size()), mesh);
-  return DTensor::from_local_unchecked(local_block(data, mesh, spec), mesh, spec, shape);
+    return DTensor::from_local_unchecked(empty_local(full.dtype(), mesh), mesh, spec, full.shape());
+  return DTensor::from_local_unchecked(local_block(full, mesh, spec), mesh, spec, full.shape());
+}
+
+DTensor distribute_tensor(const Shape& global_shape, DType dtype, const DeviceMesh& mesh,
+                          std::vector<Placement> placements, const ShardOrder& shard_order, int64_t src_data_rank) {
+  ShardingSpec spec = make_spec(std::move(placements), shard_order, int64_t(global_shape.size()), mesh);
+  return distribute_from(Tensor(), global_shape, dtype, mesh, spec, src_data_rank);
 }
 
 // ---- redistribution ----
@@ -189,19 +217,7 @@ DTensor DTensor::redistribute(std::vector<Placement> placements, const ShardOrde
 
 DTensor DTensor::redistribute(const ShardingSpec& spec) const { return redistribute_to(spec); }
 
-DTensor DTensor::redistribute_to(ShardingSpec spec) const {
-  DT_CHECK_ARG(defined(), "redistribute of an undefined DTensor");
-  DT_CHECK_ARG(spec.mesh_ndim() == mesh_.ndim(), "redistribute: ", spec.mesh_ndim(), " placements for ", mesh_);
-  spec.check_tensor_ndim(dim());
-  if (!mesh_.is_member()) return DTensor(local_, mesh_, std::move(spec), shape_);
-  const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, spec);
-  DT_LOG_DEBUG("redistribute ", shape_str(shape_), " on ", mesh_.shape().to_string(), ": ", plan.to_string());
-  // The result is built before the collectives run, while this call's objects are in the cache (after a large copy
-  // they are not: the same code took twice as long there).
-  DTensor result(Tensor(), mesh_, std::move(spec), shape_);
-  result.local_ = redistribute::run_plan(mesh_, shape_, plan, local_);
-  return result;
-}
+DTensor DTensor::redistribute_to(ShardingSpec spec) const { return redistribute_async_to(std::move(spec)).wait(); }
 
 DTensor DTensor::redistribute(const DeviceMesh& mesh, std::vector<Placement> placements,
                               const ShardOrder& shard_order) const {
@@ -214,7 +230,8 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, std::vector<Placement> pla
 
 struct RedistributeHandle::State {
   DTensor result_template;  // mesh, spec and shape of the result, and the input (its local, read by `run`)
-  std::unique_ptr<redistribute::PlanRun> run;  // holds references into result_template: declared after it
+  // Holds references into result_template (declared after it); in place, so a redistribution allocates one State.
+  std::optional<redistribute::PlanRun> run;
   bool done = false;
   DTensor result;
 };
@@ -222,31 +239,46 @@ struct RedistributeHandle::State {
 RedistributeHandle DTensor::redistribute_async(std::vector<Placement> placements,
                                                const ShardOrder& shard_order) const {
   DT_CHECK_ARG(defined(), "redistribute_async of an undefined DTensor");
-  ShardingSpec spec = make_spec(std::move(placements), shard_order, dim(), mesh_);
-  auto state = std::make_shared<RedistributeHandle::State>();
-  state->result_template = DTensor(local_, mesh_, spec, shape_);
-  if (!mesh_.is_member()) {
-    state->done = true;
-    state->result = state->result_template;
-  } else {
-    const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, spec);
-    DT_LOG_DEBUG("redistribute_async ", shape_str(shape_), ": ", plan.to_string());
-    const DTensor& t = state->result_template;  // outlives the run (both live in the state)
-    state->run = std::make_unique<redistribute::PlanRun>(t.mesh(), t.shape(), plan, t.to_local());
-  }
-  return RedistributeHandle(state);
+  return redistribute_async_to(make_spec(std::move(placements), shard_order, dim(), mesh_));
 }
 
-DTensor RedistributeHandle::wait() {
-  DT_CHECK_ARG(state_ != nullptr, "wait() on an empty RedistributeHandle");
-  if (!state_->done) {
-    Tensor out = state_->run->finish();
-    const DTensor& t = state_->result_template;
-    state_->result = DTensor::from_local_unchecked(out, t.mesh(), t.spec(), t.shape());
-    state_->run.reset();
-    state_->done = true;
+RedistributeHandle DTensor::redistribute_async_to(ShardingSpec spec) const {
+  DT_CHECK_ARG(defined(), "redistribute of an undefined DTensor");
+  DT_CHECK_ARG(spec.mesh_ndim() == mesh_.ndim(), "redistribute: ", spec.mesh_ndim(), " placements for ", mesh_);
+  spec.check_tensor_ndim(dim());
+  auto state = std::make_shared<RedistributeHandle::State>();
+  state->result_template = DTensor(local_, mesh_, std::move(spec), shape_);
+  if (!mesh_.is_member()) {
+    state->done = true;
+    state->result = std::move(state->result_template);
+    return RedistributeHandle(std::move(state));
   }
+  const DTensor& t = state->result_template;  // outlives the run (both live in the state)
+  const Plan& plan = plan_redistribution(mesh_.shape(), shape_, local_.element_size(), spec_, t.spec());
+  DT_LOG_DEBUG("redistribute ", shape_str(shape_), " on ", mesh_.shape().to_string(), ": ", plan.to_string());
+  state->run.emplace(t.mesh(), t.shape(), plan, t.to_local());
+  return RedistributeHandle(std::move(state));
+}
+
+void RedistributeHandle::finish() {
+  DT_CHECK_ARG(state_ != nullptr, "wait() on an empty RedistributeHandle");
+  if (state_->done) return;
+  Tensor out = state_->run->finish();
+  state_->run.reset();
+  DTensor& t = state_->result_template;  // no longer referenced by the run: its parts move into the result
+  t.local_ = std::move(out);
+  state_->result = std::move(t);
+  state_->done = true;
+}
+
+DTensor RedistributeHandle::wait() & {
+  finish();
   return state_->result;
+}
+
+DTensor RedistributeHandle::wait() && {
+  finish();
+  return std::move(state_->result);  // the handle is going away: no second wait() can see the moved-from result
 }
 
 bool RedistributeHandle::is_completed() const {
@@ -256,7 +288,7 @@ bool RedistributeHandle::is_completed() const {
 Tensor DTensor::full_tensor() const {
   DT_CHECK_ARG(defined(), "full_tensor of an undefined DTensor");
   DT_CHECK_ARG(mesh_.is_member(), "full_tensor on rank ", mesh_.global_rank(), " which is not part of ", mesh_);
-  return redistribute(ShardingSpec::replicated(mesh_.ndim())).to_local();
+  return redistribute_to(ShardingSpec::replicated(mesh_.ndim())).to_local();
 }
 
 // ---- inspection ----

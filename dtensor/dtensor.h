@@ -70,7 +70,10 @@ class DTensor {
   std::string describe() const;
 
  private:
-  DTensor redistribute_to(ShardingSpec spec) const;  // both redistribute(spec) forms: the spec moves into the result
+  // Every same-mesh redistribution: redistribute_to(spec) is redistribute_async_to(spec).wait().
+  DTensor redistribute_to(ShardingSpec spec) const;
+  RedistributeHandle redistribute_async_to(ShardingSpec spec) const;
+  friend class RedistributeHandle;
   DTensor(Tensor local, DeviceMesh mesh, ShardingSpec spec, Shape shape)
       : local_(std::move(local)), mesh_(std::move(mesh)), spec_(std::move(spec)), shape_(std::move(shape)) {}
 
@@ -80,18 +83,27 @@ class DTensor {
   Shape shape_;
 };
 
-// Splits `full` into this rank's block of the spec. With src_rank < 0 every rank already holds the same full
-// tensor and the split is local (no communication); otherwise `full` is only read on the mesh's global rank
-// `src_rank` and sent from there (other ranks pass a tensor of the right shape and dtype, or an undefined tensor
-// together with `shape` and `dtype` given through a defined placeholder of that shape).
+// PyTorch's distribute_tensor(tensor, mesh, placements, src_data_rank=0): every rank gets its block of the tensor
+// held by the mesh's global rank `src_data_rank`, which sends each rank only its own block (point-to-point; Partial
+// dims follow the exact R -> P rule: for sum, coordinate 0 holds the value and the others zeros). Collective over the
+// mesh's members (ranks outside the mesh get an empty local tensor and do not communicate). Every member passes a
+// tensor of the source's shape and dtype (only the source's data is read), or calls the overload below instead.
+// Shapes, dtypes and source are checked to agree on every rank (InvalidArgument naming the ranks otherwise).
+// src_data_rank = std::nullopt is the explicit choice that every rank already holds the same tensor: each rank slices
+// its block locally, with no communication and no check.
 DTensor distribute_tensor(const Tensor& full, const DeviceMesh& mesh, std::vector<Placement> placements,
-                          const ShardOrder& shard_order = {}, int64_t src_rank = -1);
+                          const ShardOrder& shard_order = {}, std::optional<int64_t> src_data_rank = 0);
+// The same on a rank other than the source: it passes the global shape and dtype, no tensor.
+DTensor distribute_tensor(const Shape& global_shape, DType dtype, const DeviceMesh& mesh,
+                          std::vector<Placement> placements, const ShardOrder& shard_order = {},
+                          int64_t src_data_rank = 0);
 
 // A handle on an asynchronous redistribution.
 class RedistributeHandle {
  public:
   RedistributeHandle() = default;
-  DTensor wait();
+  DTensor wait() &;
+  DTensor wait() &&;          // on a temporary handle (x.redistribute_async(...).wait()): the result moves out
   bool is_completed() const;  // whether the in-flight collective finished (later steps may remain)
 
   struct State;
@@ -99,6 +111,7 @@ class RedistributeHandle {
  private:
   friend class DTensor;
   explicit RedistributeHandle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  void finish();  // completes the run once; the result is in state_->result
   std::shared_ptr<State> state_;
 };
 

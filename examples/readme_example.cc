@@ -1,17 +1,13 @@
 // The README's example, built and run by the tests so that it stays true.
-#include <iostream>
+#include <dtensor/dt.h>  // the C++ umbrella: every public header, no backend internals
 
-#include "collectives/process_group.h"
-#include "dtensor/dtensor.h"
-#include "dtensor/ops.h"
-#include "dtensor/visualize.h"
-#include "kernels/ops/matmul.h"
+#include <iostream>
 
 int main() {
   dt::init_process_group();  // under dtrun, torchrun, mpirun or srun: UCX over shared memory or the network
-  auto mesh = dt::DeviceMesh::create(dt::Device::cpu(), {2, 2}, {"dp", "tp"});
-  dt::Tensor full = dt::Tensor::randn({7, 5}, /*seed=*/1);       // every rank builds the same tensor
-  auto x = dt::distribute_tensor(full, mesh, {dt::Shard(0), dt::Replicate()});
+  auto mesh = dt::DeviceMesh::create(dt::DeviceType::kCPU, {2, 2}, {"dp", "tp"});  // kCUDA: each rank's own GPU
+  dt::Tensor full = dt::Tensor::randn({7, 5}, /*seed=*/1);
+  auto x = dt::distribute_tensor(full, mesh, {dt::Shard(0), dt::Replicate()});  // rank 0 sends each rank its block
   auto y = x.redistribute({dt::Replicate(), dt::Shard(1)});     // uneven: 3 + 2 columns, no padding visible
   dt::Tensor local = y.to_local();
   dt::Tensor whole = y.full_tensor();                           // equals `full`, bit for bit

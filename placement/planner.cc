@@ -23,6 +23,40 @@ std::string fmt_double(double v, int digits = 6) {
 }
 constexpr int kJsonDigits = 12;
 
+// Note [transition table]
+// The one statement of which 1-d transitions exist (Note [step semantics] in planner.h), by placement kind. Both the
+// search (on compact codes) and classify_step (on placements) read it; what the table cannot see is checked beside
+// it: a placement that does not change, a Shard that is not innermost, and mixed Partial ops.
+enum class PlacementKind : uint8_t { kReplicate, kPartial, kShard };
+
+struct TransitionRule {
+  bool legal;
+  StepKind kind;    // when legal
+  const char* why;  // when not
+};
+
+// kTransitionTable[from][to]; same-kind entries apply when the placements differ (another op, another dim).
+constexpr TransitionRule kTransitionTable[3][3] = {
+    // to: Replicate                      Partial                              Shard
+    {{false, StepKind::kAllGather, "the placement does not change"},  // from Replicate
+     {true, StepKind::kLocalPartial, nullptr},
+     {true, StepKind::kLocalSlice, nullptr}},
+    {{true, StepKind::kAllReduce, nullptr},  // from Partial
+     {false, StepKind::kAllGather, "Partial -> Partial with another op is not one step (it goes through Replicate)"},
+     {true, StepKind::kReduceScatter, nullptr}},
+    {{true, StepKind::kAllGather, nullptr},  // from Shard
+     {false, StepKind::kAllGather, "Shard -> Partial is not supported"},
+     {true, StepKind::kAllToAll, nullptr}},
+};
+
+PlacementKind kind_of(const Placement& p) {
+  return is_shard(p) ? PlacementKind::kShard : is_partial(p) ? PlacementKind::kPartial : PlacementKind::kReplicate;
+}
+
+const TransitionRule& transition_rule(PlacementKind from, PlacementKind to) {
+  return kTransitionTable[static_cast<size_t>(from)][static_cast<size_t>(to)];
+}
+
 // Which single step takes mesh dim m of `before` to `to` (Note [step semantics]); nullopt with the reason otherwise.
 std::optional<StepKind> classify_step(const ShardingSpec& before, int64_t m, const Placement& to, std::string* why) {
   const Placement& from = before.placement(m);
@@ -30,25 +64,17 @@ std::optional<StepKind> classify_step(const ShardingSpec& before, int64_t m, con
     *why = "the placement does not change";
     return std::nullopt;
   }
-  if (const auto* s = std::get_if<Shard>(&from)) {
-    if (is_partial(to)) {
-      *why = "Shard -> Partial is not supported";
-      return std::nullopt;
-    }
-    if (!before.is_innermost(m)) {
-      *why = str_cat("mesh dim ", m, " is not the innermost splitter of tensor dim ", s->dim, " (order ",
-                     shape_str(before.splitters(s->dim)), "): undo the inner splitters first");
-      return std::nullopt;
-    }
-    return is_replicate(to) ? StepKind::kAllGather : StepKind::kAllToAll;
-  }
-  if (is_replicate(from)) return is_shard(to) ? StepKind::kLocalSlice : StepKind::kLocalPartial;
-  // Partial
-  if (is_partial(to)) {
-    *why = "Partial -> Partial with another op is not one step (it goes through Replicate)";
+  const TransitionRule& rule = transition_rule(kind_of(from), kind_of(to));
+  if (!rule.legal) {
+    *why = rule.why;
     return std::nullopt;
   }
-  return is_replicate(to) ? StepKind::kAllReduce : StepKind::kReduceScatter;
+  if (const auto* s = std::get_if<Shard>(&from); s != nullptr && !before.is_innermost(m)) {
+    *why = str_cat("mesh dim ", m, " is not the innermost splitter of tensor dim ", s->dim, " (order ",
+                   shape_str(before.splitters(s->dim)), "): undo the inner splitters first");
+    return std::nullopt;
+  }
+  return rule.kind;
 }
 
 struct StepPrice {
@@ -231,8 +257,11 @@ PlanStep make_step(const MeshShape& mesh, const Shape& global, size_t elem_size,
   return build_step(mesh, global, elem_size, before, mesh_dim, to, *kind, std::move(after), model);
 }
 
-Plan plan_redistribution_uncached(const MeshShape& mesh, const Shape& global, size_t elem_size, const ShardingSpec& src,
-                                  const ShardingSpec& dst, const CostModel& model) {
+namespace {
+
+// Phase 1: the inputs are valid and the pair is one the planner supports (throws otherwise).
+void check_plannable(const MeshShape& mesh, const Shape& global, size_t elem_size, const ShardingSpec& src,
+                     const ShardingSpec& dst) {
   check_plan_args(mesh, global, elem_size, src, dst);
   if (src.has_mixed_partial()) {
     throw_unsupported(mesh, src, dst,
@@ -249,16 +278,11 @@ Plan plan_redistribution_uncached(const MeshShape& mesh, const Shape& global, si
                                 ", and Shard -> Partial is not supported (redistribute to Replicate first)"));
     }
   }
-  Plan plan;
-  plan.src = src;
-  plan.dst = dst;
-  if (src == dst) return plan;
+}
 
-  DT_CHECK_ARG(static_cast<int64_t>(global.size()) <= kMaxPlannedTensorDims, "the planner handles tensors of up to ",
-               kMaxPlannedTensorDims, " dims, got ", global.size());
-
-  // Candidate codes per mesh dim: every Shard, R, and Partial only with the ops of the source and target (no other
-  // op can help, and mixed states are never entered).
+// Phase 2: the codes a mesh dim may take: every Shard, R, and Partial only with the ops of the source and target
+// (no other op can help, and mixed states are never entered).
+std::vector<uint8_t> candidate_codes(const Shape& global, const ShardingSpec& src, const ShardingSpec& dst) {
   std::vector<uint8_t> candidates;
   for (int64_t d = 0; d < static_cast<int64_t>(global.size()); ++d) candidates.push_back(code_of(Shard{d}));
   candidates.push_back(code_of(Replicate{}));
@@ -268,10 +292,60 @@ Plan plan_redistribution_uncached(const MeshShape& mesh, const Shape& global, si
       if (std::find(candidates.begin(), candidates.end(), c) == candidates.end()) candidates.push_back(c);
     }
   }
+  return candidates;
+}
+
+PlacementKind kind_of_code(uint8_t code) {
+  return code >= kShardCode ? PlacementKind::kShard : code > 0 ? PlacementKind::kPartial : PlacementKind::kReplicate;
+}
+
+// One move of the search: mesh dim m of state `cur` goes to code `to`. Returns false when the move is not a legal
+// step (Note [transition table]) or enters a mixed-Partial state; otherwise writes the step kind and the next state
+// (mirroring ShardingSpec::with_placement on the compact encoding).
+bool next_state(const std::string& cur, size_t m, uint8_t to, size_t k, StepKind* kind, std::string* next) {
+  const uint8_t from = code_at(cur, m);
+  if (to == from) return false;
+  const bool from_shard = from >= kShardCode;
+  if (from_shard) {
+    // Only the innermost splitter of a tensor dim may move (all_gather, all_to_all).
+    size_t splitters = 0;
+    for (size_t o = 0; o < k; ++o) splitters += code_at(cur, o) == from;
+    if (pos_at(cur, m) + 1u != splitters) return false;
+  }
+  const TransitionRule& rule = transition_rule(kind_of_code(from), kind_of_code(to));
+  if (!rule.legal) return false;
+  *kind = rule.kind;
+  const bool to_shard = to >= kShardCode;
+  const bool to_partial = to > 0 && !to_shard;
+  *next = cur;
+  if (from_shard) {
+    for (size_t o = 0; o < k; ++o) {
+      if (o != m && code_at(cur, o) == from && pos_at(cur, o) > pos_at(cur, m)) --(*next)[2 * o + 1];
+    }
+  }
+  (*next)[2 * m] = static_cast<char>(to);
+  (*next)[2 * m + 1] = 0;
+  for (size_t o = 0; o < k; ++o) {
+    if (o == m) continue;
+    const uint8_t c = code_at(*next, o);
+    if (to_shard && c == to) ++(*next)[2 * m + 1];                       // a new splitter is the innermost
+    if (to_partial && c > 0 && c < kShardCode && c != to) return false;  // mixed Partial ops
+  }
+  return true;
+}
+
+// The cheapest path found by the search, as (mesh dim, target code) moves, and its cost.
+struct SearchResult {
+  std::vector<std::pair<int64_t, uint8_t>> path;
+  double cost = 0;
+};
+
+// Phase 3: uniform-cost search (Dijkstra) over compact states; ties broken by insertion order so plans are
+// deterministic.
+SearchResult search_cheapest(const MeshShape& mesh, const Shape& global, size_t elem_size, const ShardingSpec& src,
+                             const ShardingSpec& dst, const std::vector<uint8_t>& candidates, const CostModel& model) {
   const std::vector<int64_t>& sizes = mesh.sizes();
   const size_t k = sizes.size();
-
-  // Uniform-cost search (Dijkstra); ties broken by insertion order so plans are deterministic.
   struct Node {
     std::string state;
     double dist;
@@ -290,6 +364,7 @@ Plan plan_redistribution_uncached(const MeshShape& mesh, const Shape& global, si
   index.emplace(nodes[0].state, 0);
   queue.emplace(0.0, seq++, 0);
   int64_t target = -1;
+  std::string next;
   while (!queue.empty()) {
     const auto [dist, unused_seq, u] = queue.top();
     (void)unused_seq;
@@ -303,55 +378,21 @@ Plan plan_redistribution_uncached(const MeshShape& mesh, const Shape& global, si
     }
     const Shape in_shape = coord0_shape(cur, global, sizes);
     for (size_t m = 0; m < k; ++m) {
-      const uint8_t from = code_at(cur, m);
-      const bool from_shard = from >= kShardCode;
-      if (from_shard) {
-        // Only the innermost splitter of a tensor dim may move (all_gather, all_to_all).
-        size_t splitters = 0;
-        for (size_t o = 0; o < k; ++o) splitters += code_at(cur, o) == from;
-        if (pos_at(cur, m) + 1u != splitters) continue;
-      }
       for (const uint8_t to : candidates) {
-        if (to == from) continue;
-        const bool to_shard = to >= kShardCode;
-        const bool to_partial = to > 0 && !to_shard;
         StepKind kind;
-        if (from_shard) {
-          if (to_partial) continue;  // no S -> P
-          kind = to_shard ? StepKind::kAllToAll : StepKind::kAllGather;
-        } else if (from == 0) {
-          kind = to_shard ? StepKind::kLocalSlice : StepKind::kLocalPartial;
-        } else {
-          if (to_partial) continue;  // P(op1) -> P(op2) goes through R
-          kind = to_shard ? StepKind::kReduceScatter : StepKind::kAllReduce;
-        }
-        std::string next = cur;
-        if (from_shard) {
-          for (size_t o = 0; o < k; ++o) {
-            if (o != m && code_at(cur, o) == from && pos_at(cur, o) > pos_at(cur, m)) --next[2 * o + 1];
-          }
-        }
-        next[2 * m] = static_cast<char>(to);
-        next[2 * m + 1] = 0;
-        bool mixed = false;
-        for (size_t o = 0; o < k; ++o) {
-          if (o == m) continue;
-          const uint8_t c = code_at(next, o);
-          if (to_shard && c == to) ++next[2 * m + 1];  // a new splitter is the innermost
-          if (to_partial && c > 0 && c < kShardCode && c != to) mixed = true;
-        }
-        if (mixed) continue;
+        if (!next_state(cur, m, to, k, &kind, &next)) continue;
         const auto it = index.find(next);
         if (it != index.end() && nodes[static_cast<size_t>(it->second)].done) continue;
+        const bool to_shard = to >= kShardCode;
         const int64_t to_dim = to_shard ? to - kShardCode : -1;
-        const ReduceOp op = to_partial ? static_cast<ReduceOp>(to - 1) : ReduceOp::kSum;
+        const ReduceOp op = to > 0 && !to_shard ? static_cast<ReduceOp>(to - 1) : ReduceOp::kSum;
         const double nd =
             dist +
             price_step(kind, sizes[m], in_shape, coord0_shape(next, global, sizes), to_dim, op, elem_size, model).cost;
         if (it == index.end()) {
           const auto v = static_cast<int64_t>(nodes.size());
           index.emplace(next, v);
-          nodes.push_back(Node{std::move(next), nd, u, static_cast<int64_t>(m), to});
+          nodes.push_back(Node{next, nd, u, static_cast<int64_t>(m), to});
           queue.emplace(nd, seq++, v);
         } else if (nd < nodes[static_cast<size_t>(it->second)].dist) {
           Node& node = nodes[static_cast<size_t>(it->second)];
@@ -365,26 +406,47 @@ Plan plan_redistribution_uncached(const MeshShape& mesh, const Shape& global, si
     }
   }
   DT_ASSERT(target >= 0, "no plan found from ", src, " to ", dst, " on ", mesh);
-  std::vector<std::pair<int64_t, uint8_t>> path;
+  SearchResult result;
+  result.cost = nodes[static_cast<size_t>(target)].dist;
   for (int64_t v = target; nodes[static_cast<size_t>(v)].prev >= 0; v = nodes[static_cast<size_t>(v)].prev) {
-    path.emplace_back(nodes[static_cast<size_t>(v)].mesh_dim, nodes[static_cast<size_t>(v)].to);
+    result.path.emplace_back(nodes[static_cast<size_t>(v)].mesh_dim, nodes[static_cast<size_t>(v)].to);
   }
-  std::reverse(path.begin(), path.end());
-  // Replay the path on ShardingSpec: the steps carry full specs and are priced by the same function.
-  ShardingSpec cur = src;
-  for (const auto& [m, code] : path) {
+  std::reverse(result.path.begin(), result.path.end());
+  return result;
+}
+
+// Phase 4: replays the path on ShardingSpec, so the steps carry full specs and are priced by the same function.
+void replay_path(const MeshShape& mesh, const Shape& global, size_t elem_size, const SearchResult& found,
+                 const CostModel& model, Plan* plan) {
+  ShardingSpec cur = plan->src;
+  for (const auto& [m, code] : found.path) {
     const Placement to = placement_of(code);
     std::string why;
     const std::optional<StepKind> kind = classify_step(cur, m, to, &why);
     DT_ASSERT(kind.has_value(), "planned step on mesh dim ", m, " from ", cur, " to ", to, ": ", why);
     ShardingSpec after = cur.with_placement(m, to);
-    plan.steps.push_back(build_step(mesh, global, elem_size, cur, m, to, *kind, after, model));
-    plan.cost += plan.steps.back().cost;
+    plan->steps.push_back(build_step(mesh, global, elem_size, cur, m, to, *kind, after, model));
+    plan->cost += plan->steps.back().cost;
     cur = std::move(after);
   }
-  DT_ASSERT(cur == dst, "planned path ends at ", cur, " instead of ", dst);
-  DT_ASSERT(plan.cost == nodes[static_cast<size_t>(target)].dist, "plan cost ", plan.cost,
-            " differs from the search's ", nodes[static_cast<size_t>(target)].dist);
+  DT_ASSERT(cur == plan->dst, "planned path ends at ", cur, " instead of ", plan->dst);
+  DT_ASSERT(plan->cost == found.cost, "plan cost ", plan->cost, " differs from the search's ", found.cost);
+}
+
+}  // namespace
+
+Plan plan_redistribution_uncached(const MeshShape& mesh, const Shape& global, size_t elem_size, const ShardingSpec& src,
+                                  const ShardingSpec& dst, const CostModel& model) {
+  check_plannable(mesh, global, elem_size, src, dst);
+  Plan plan;
+  plan.src = src;
+  plan.dst = dst;
+  if (src == dst) return plan;
+  DT_CHECK_ARG(static_cast<int64_t>(global.size()) <= kMaxPlannedTensorDims, "the planner handles tensors of up to ",
+               kMaxPlannedTensorDims, " dims, got ", global.size());
+  const SearchResult found =
+      search_cheapest(mesh, global, elem_size, src, dst, candidate_codes(global, src, dst), model);
+  replay_path(mesh, global, elem_size, found, model, &plan);
   return plan;
 }
 

@@ -22,7 +22,13 @@ ALLOWED = {
     "fsdp": {"core", "placement", "kernels", "collectives", "dtensor", "nn"},
     "bindings": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
     "tools": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "bindings"},
+    # The C++ umbrella (api/dtensor/dt.h, installed as <dtensor/dt.h>): the top layer, it may include every layer.
+    "api": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
 }
+# The umbrella must not pull in a backend's external headers (users need not have UCX, NCCL or CUDA headers).
+UMBRELLA = "api/dtensor/dt.h"
+BACKEND_HEADERS = re.compile(r'^\s*#\s*include\s*<(ucp|ucs|uct|nccl|cuda|cublas|thrust|cub)\b[^>]*>', re.M)
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 # The FSDP engine must not depend on nn/ (DESIGN.md): only fully_shard wires it into modules.
 FSDP_ENGINE_EXCEPTIONS = ("fsdp/fully_shard",)
 LAYERS = set(ALLOWED)
@@ -34,11 +40,17 @@ FULL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 #   includes no backend: the backends register themselves (collectives/backend_registry.h).
 # - The backend-neutral entry points do not include the store either: they hand it around as a Store*.
 # - A backend does not include another backend.
-# - dtensor/ sees the collectives only through the communicator interface.
+# - dtensor/ sees the collectives only through the communicator interface (and the neutral entry point, whose
+#   default_cuda_device picks a CUDA mesh's GPU).
 COLLECTIVES_BACKENDS = ("collectives/ucx/", "collectives/nccl/", "collectives/thread/")
 NEUTRAL_ENTRY_POINTS = ("collectives/process_group.h", "collectives/process_group.cc", "collectives/bootstrap.h",
                         "collectives/backend_registry.h", "collectives/backend_registry.cc")
-DTENSOR_COLLECTIVES = ("collectives/communicator.h", "collectives/work.h", "collectives/exchange.h")
+DTENSOR_COLLECTIVES = (
+    "collectives/communicator.h",
+    "collectives/work.h",
+    "collectives/exchange.h",
+    "collectives/process_group.h",
+)
 
 
 def _in_root(rel):
@@ -136,9 +148,26 @@ def meson_violations(root):
     return out
 
 
+def umbrella_violations(root):
+    """Walks the repository headers the umbrella reaches and reports any that includes a backend's headers."""
+    out, seen, todo = [], set(), [UMBRELLA]
+    while todo:
+        rel = todo.pop()
+        path = os.path.join(root, rel)
+        if rel in seen or not os.path.exists(path):
+            continue
+        seen.add(rel)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for m in BACKEND_HEADERS.finditer(text):
+            out.append(f"{rel}: reached from {UMBRELLA}, includes the backend header <{m.group(1)}...>")
+        todo.extend(ANY_INCLUDE.findall(text))
+    return out
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.getcwd()
-    bad = violations(root) + meson_violations(root)
+    bad = violations(root) + meson_violations(root) + umbrella_violations(root)
     for v in bad:
         print(v)
     print(f"layering: {len(bad)} violation(s)")

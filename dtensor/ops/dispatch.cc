@@ -37,9 +37,16 @@ namespace {
 
 thread_local ImplicitRedistribute g_mode = ImplicitRedistribute::kAllow;
 
+struct SchemaHash {
+  size_t operator()(const OpSchema& s) const { return s.hash(); }
+};
+struct SchemaEq {
+  bool operator()(const OpSchema& a, const OpSchema& b) const { return a.same_key(b); }
+};
+
 struct StrategyCache {
   std::mutex mu;
-  std::unordered_map<std::string, Propagation> map;
+  std::unordered_map<OpSchema, Propagation, SchemaHash, SchemaEq> map;
   StrategyCacheStats stats;
 };
 StrategyCache& cache() {
@@ -51,14 +58,14 @@ constexpr size_t kMaxCacheEntries = 1 << 14;
 const std::vector<std::string>& names_of(const OpSchema& schema) {
   static const std::vector<std::string> kNone;
   try {
-    return find_rule(schema.op).input_names;
+    return schema.id == OpId::kUnresolved ? find_rule(schema.op).input_names : rule_of(schema.id).input_names;
   } catch (const Error&) {
     return kNone;
   }
 }
 
 Propagation propagate_uncached(const OpSchema& schema) {
-  const OpRule& rule = find_rule(schema.op);
+  const OpRule& rule = rule_of(schema.id);
   Propagation prop;
   prop.outputs = rule.meta(schema);
   std::vector<DimStrategy> dims = rule.strategies(schema, prop.outputs);
@@ -130,12 +137,17 @@ void clear_strategy_cache() {
   c.stats = {};
 }
 
-Propagation propagate(const OpSchema& schema) {
-  const std::string key = schema.key();
+Propagation propagate(const OpSchema& given) {
+  if (given.id == OpId::kUnresolved) {
+    OpSchema resolved = given;
+    resolved.id = op_id(given.op);
+    return propagate(resolved);
+  }
+  const OpSchema& schema = given;
   StrategyCache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.map.find(key);
+    auto it = c.map.find(schema);
     if (it != c.map.end()) {
       ++c.stats.hits;
       return it->second;
@@ -145,7 +157,7 @@ Propagation propagate(const OpSchema& schema) {
   Propagation prop = propagate_uncached(schema);
   std::lock_guard<std::mutex> lock(c.mu);
   if (c.map.size() >= kMaxCacheEntries) c.map.clear();
-  c.map.emplace(key, prop);
+  c.map.emplace(schema, prop);
   return prop;
 }
 
@@ -163,7 +175,7 @@ OpSchema make_schema(const std::string& op, const std::vector<DTensor>& inputs, 
   }
   DT_CHECK_ARG(first != nullptr, "dt::", op, ": every input is undefined");
   const DeviceMesh& mesh = first->mesh();
-  OpSchema schema(op, mesh.shape());
+  OpSchema schema(op, mesh.shape(), op_id(op));
   schema.params = params;
   const std::vector<std::string>& names = names_of(schema);
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -201,9 +213,9 @@ Propagation explain(const std::string& op, const std::vector<DTensor>& inputs, c
 }
 
 std::vector<DTensor> dispatch(const std::string& op, const std::vector<DTensor>& inputs, const OpParams& params) {
-  const OpRule& rule = find_rule(op);
   DeviceMesh mesh;
   OpSchema schema = make_schema(op, inputs, params, &mesh);
+  const OpRule& rule = rule_of(schema.id);
   Propagation prop = propagate(schema);
   const OpStrategy& chosen = prop.chosen;
 

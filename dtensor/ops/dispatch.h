@@ -59,6 +59,8 @@ struct OpRule {
 
 // The rule registry (registry.cc lists every rule). Throws InternalError for an unknown op.
 const OpRule& find_rule(const std::string& op);
+OpId op_id(const std::string& op);  // the typed id of a registered op (InternalError for an unknown one)
+const OpRule& rule_of(OpId id);
 std::vector<std::string> registered_ops();
 
 // The outcome of propagation for a schema.

@@ -39,11 +39,19 @@ const Registry& registry() {
 
 }  // namespace
 
-const OpRule& find_rule(const std::string& op) {
+const OpRule& find_rule(const std::string& op) { return rule_of(op_id(op)); }
+
+OpId op_id(const std::string& op) {
   const Registry& r = registry();
   auto it = r.index.find(op);
   if (it == r.index.end()) DT_THROW(InternalError, "no DTensor op rule is registered for '", op, "'");
-  return r.rules[it->second];
+  return static_cast<OpId>(it->second);
+}
+
+const OpRule& rule_of(OpId id) {
+  const Registry& r = registry();
+  DT_ASSERT(static_cast<size_t>(id) < r.rules.size(), "op id ", static_cast<uint32_t>(id), " is not registered");
+  return r.rules[static_cast<size_t>(id)];
 }
 
 std::vector<std::string> registered_ops() {

@@ -90,19 +90,42 @@ std::string OpParams::to_string() const {
   return out;
 }
 
+size_t OpParams::hash() const {
+  size_t h = entries_.size();
+  for (const auto& [name, value] : entries_) {
+    h = hash_mix(h, std::hash<std::string>()(name));
+    h = hash_mix(h, value.index());
+    std::visit(
+        [&](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, std::vector<int64_t>>) {
+            for (int64_t x : v) h = hash_mix(h, std::hash<int64_t>()(x));
+          } else {
+            h = hash_mix(h, std::hash<V>()(v));
+          }
+        },
+        value);
+  }
+  return h;
+}
+
 // ---- OpSchema ----
 
-std::string OpSchema::key() const {
-  std::string k = op + "|" + mesh.to_string() + "|" + params.to_string();
+size_t OpSchema::hash() const {
+  size_t h = hash_mix(std::hash<uint32_t>()(static_cast<uint32_t>(id)), std::hash<MeshShape>()(mesh));
+  h = hash_mix(h, params.hash());
   for (const TensorMeta& t : inputs) {
-    k += "|";
-    if (!t.defined) {
-      k += "-";
-      continue;
-    }
-    k += shape_str(t.shape) + dtype_name(t.dtype) + t.spec.to_string();
+    h = hash_mix(h, t.defined);
+    if (!t.defined) continue;
+    for (int64_t s : t.shape) h = hash_mix(h, std::hash<int64_t>()(s));
+    h = hash_mix(h, static_cast<size_t>(t.dtype));
+    h = hash_mix(h, std::hash<ShardingSpec>()(t.spec));
   }
-  return k;
+  return h;
+}
+
+bool OpSchema::same_key(const OpSchema& other) const {
+  return id == other.id && inputs == other.inputs && mesh == other.mesh && params == other.params;
 }
 
 std::string OpSchema::describe_inputs(const std::vector<std::string>& names) const {

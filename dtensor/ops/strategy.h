@@ -50,6 +50,8 @@ class OpParams {
   const std::vector<int64_t>& get_ints(const std::string& name) const;
   const std::string& get_string(const std::string& name) const;
   std::string to_string() const;  // "dim=1, keepdim=true"
+  bool operator==(const OpParams& other) const = default;
+  size_t hash() const;
 
  private:
   const ParamValue& get(const std::string& name) const;
@@ -63,6 +65,7 @@ struct TensorMeta {
   DType dtype = DType::f32;
   ShardingSpec spec;  // the input's current spec
   int64_t ndim() const { return int64_t(shape.size()); }
+  bool operator==(const TensorMeta& other) const = default;
 };
 
 struct OutputMeta {
@@ -70,14 +73,22 @@ struct OutputMeta {
   DType dtype = DType::f32;
 };
 
+// A registered op's typed id: its rule's index in the registry (dispatch.h op_id), resolved from the name once per
+// call by one table lookup. kUnresolved: a schema built outside dispatch (propagate resolves it).
+enum class OpId : uint32_t { kUnresolved = 0xffffffffu };
+
 struct OpSchema {
-  OpSchema(std::string op, MeshShape mesh) : op(std::move(op)), mesh(std::move(mesh)) {}
-  std::string op;
+  OpSchema(std::string op, MeshShape mesh, OpId id = OpId::kUnresolved)
+      : op(std::move(op)), id(id), mesh(std::move(mesh)) {}
+  std::string op;  // for messages
+  OpId id;
   MeshShape mesh;
   std::vector<TensorMeta> inputs;
   OpParams params;
-  // The strategy cache key: everything the choice depends on.
-  std::string key() const;
+  // The strategy cache key is the schema itself: everything the choice depends on (op id, mesh, params, inputs),
+  // hashed and compared field by field, so no text is formatted per call. Both need a resolved id.
+  size_t hash() const;
+  bool same_key(const OpSchema& other) const;
   // "a: [4, 6] f32 S(0),R; b: [6, 8] f32 R,R" (names from the rule, else "input i").
   std::string describe_inputs(const std::vector<std::string>& names = {}) const;
 };

@@ -38,6 +38,9 @@ class PlanRun {
 // Runs `plan` synchronously.
 Tensor run_plan(const DeviceMesh& mesh, const Shape& global, const Plan& plan, const Tensor& input);
 
+// Runs the transfers of a TransferPlan synchronously (cross_mesh.cc): this rank's block of the target spec.
+Tensor run_transfer(const TransferContext& ctx);
+
 // Cross-mesh redistribution (cross_mesh.cc): `local` is this rank's block of (src_mesh, src_spec) (empty on
 // non-members). Returns this rank's block of (dst_mesh, dst_spec) (empty on non-members of dst_mesh).
 Tensor run_cross_mesh(const DeviceMesh& src_mesh, const ShardingSpec& src_spec, const Tensor& local,

@@ -1,5 +1,4 @@
-// R -> P(op) along one mesh dim, exact (never a division): sum: coordinate 0 keeps the value, the others hold
-// zeros; product: the others hold ones; avg, max, min: every coordinate keeps the value (shared, not copied).
+// R -> P(op) along one mesh dim, exact: partial_local_value (transition.h).
 #include "dtensor/redistribute/transitions.h"
 
 namespace dt::redistribute {
@@ -9,11 +8,7 @@ bool LocalPartialTransition::is_suitable(const PlanStep& step) const {
 }
 
 PendingStep LocalPartialTransition::start(const StepContext& c) const {
-  ReduceOp op = std::get<Partial>(c.step.to).op;
-  Tensor out = c.input;
-  if (c.my_index() != 0 && (op == ReduceOp::kSum || op == ReduceOp::kProduct))
-    out = filled(c.input.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, c.input.dtype(), c.input.device());
-  return {nullptr, {}, std::move(out)};
+  return {nullptr, {}, partial_local_value(c.input, std::get<Partial>(c.step.to).op, c.my_index())};
 }
 
 }  // namespace dt::redistribute

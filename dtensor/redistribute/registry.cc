@@ -24,6 +24,11 @@ const Transition& find_transition(const PlanStep& step) {
   DT_THROW(InternalError, "no redistribution transition executes step ", step.to_string());
 }
 
+const CrossMeshTransition& cross_mesh_transition() {
+  static const CrossMeshTransition transition;
+  return transition;
+}
+
 Shape front_shape(const Shape& shape, int64_t d, int64_t size) {
   Shape out{size};
   for (int64_t i = 0; i < int64_t(shape.size()); ++i)

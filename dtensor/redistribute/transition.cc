@@ -59,4 +59,16 @@ Tensor filled(const Shape& shape, double value, DType dtype, Device device) {
   return t;
 }
 
+Tensor partial_local_value(const Tensor& value, ReduceOp op, int64_t index) {
+  if (index == 0 || (op != ReduceOp::kSum && op != ReduceOp::kProduct)) return value;
+  return filled(value.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, value.dtype(), value.device());
+}
+
+Tensor partial_local_block(Tensor plain_block, const ShardingSpec& spec, const std::vector<int64_t>& coord) {
+  for (int64_t m = 0; m < spec.mesh_ndim(); ++m)
+    if (is_partial(spec[m]))
+      plain_block = partial_local_value(plain_block, std::get<Partial>(spec[m]).op, coord[size_t(m)]);
+  return plain_block;
+}
+
 }  // namespace dt::redistribute

@@ -13,6 +13,7 @@
 #include "dtensor/device_mesh.h"
 #include "kernels/strided_view.h"
 #include "placement/planner.h"
+#include "placement/transfer_plan.h"
 
 namespace dt::redistribute {
 
@@ -45,9 +46,32 @@ class Transition {
   virtual PendingStep start(const StepContext& ctx) const = 0;
 };
 
+// Between two meshes of one world (cross_mesh.cc): the point-to-point transfers of a TransferPlan
+// (placement/transfer_plan.h). Partial dims never reach it: the source mesh reduces them first and the target mesh
+// produces them after (Note [cross-mesh plan]).
+struct TransferContext {
+  const CommunicatorPtr& world;  // sends and receives address global ranks
+  const TransferPlan& plan;
+  const Tensor& input;  // this rank's block under the plan's source spec (any tensor on ranks that send nothing)
+  Shape out_shape;      // this rank's block under the target spec ({0} on ranks outside the target)
+  DType dtype;
+  Device device;
+};
+
+class CrossMeshTransition {
+ public:
+  const char* name() const { return "cross-mesh point-to-point"; }
+  // Whether it can move between these meshes (same world, same device type); `why` says why not.
+  bool is_suitable(const DeviceMesh& src, const DeviceMesh& dst, std::string* why) const;
+  // Posts every receive and send of this rank (local copies happen here); the result is this rank's target block.
+  PendingStep start(const TransferContext& ctx) const;
+};
+
 // The registry, in priority order; find() throws InternalError when no transition executes a step.
 const std::vector<std::unique_ptr<Transition>>& transitions();
 const Transition& find_transition(const PlanStep& step);
+// The transition between meshes (registered beside the 1-d ones in registry.cc).
+const CrossMeshTransition& cross_mesh_transition();
 
 // Helpers shared by the transitions.
 // Moves tensor dim `d` to the front (a view).
@@ -64,5 +88,13 @@ std::vector<kernels::StridedView> slice_views(const Tensor& t, int64_t dim, cons
 void copy_into(const Tensor& dst, const Tensor& src);
 // A new tensor filled with `value` on `device` (device-side fill).
 Tensor filled(const Shape& shape, double value, DType dtype, Device device);
+// R -> P(op), exact (never a division): the local value of the member at `index` along the mesh dim, given the
+// replicated `value`. sum: index 0 keeps the value, the others hold zeros; product: the others hold ones; avg, max,
+// min: every index keeps the value (shared, not copied). The one place this rule is written: distribute_tensor and
+// cross-mesh redistribution reach it through partial_local_block.
+Tensor partial_local_value(const Tensor& value, ReduceOp op, int64_t index);
+// This rank's block of `spec` from its block of without_partial(spec), at mesh coordinate `coord`: the rule above
+// on every Partial mesh dim (also for specs mixing Partial ops, which are legal to hold, though not to plan through).
+Tensor partial_local_block(Tensor plain_block, const ShardingSpec& spec, const std::vector<int64_t>& coord);
 
 }  // namespace dt::redistribute

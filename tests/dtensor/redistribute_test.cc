@@ -310,8 +310,10 @@ TEST(DTensorApi, DistributeFromSourceRankAndSubMeshes) {
   Tensor full = testing::case_tensor({6, 4}, DType::i64, 4);
   run_threads(4, [&](CommunicatorPtr world) {
     DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 2}, {"dp", "tp"});
-    Tensor mine = world->rank() == 2 ? full : Tensor();
-    DTensor x = distribute_tensor(mine, mesh, {Replicate{}, Shard{1}}, {}, 2);
+    // Rank 2 holds the data; the others pass its shape and dtype.
+    DTensor x = world->rank() == 2
+                    ? distribute_tensor(full, mesh, {Replicate{}, Shard{1}}, {}, 2)
+                    : distribute_tensor(full.shape(), full.dtype(), mesh, {Replicate{}, Shard{1}}, {}, 2);
     EXPECT_TRUE(equal(x.full_tensor(), full));
     DeviceMesh tp = mesh["tp"];
     EXPECT_EQ(tp.size(), 2);

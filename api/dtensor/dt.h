@@ -1,0 +1,29 @@
+// The C++ umbrella header of dtensor: everything a model author needs, in namespace dt.
+//
+//   #include <dtensor/dt.h>
+//
+//   dt::init_process_group();  // under dtrun, torchrun, mpirun or srun
+//   auto mesh = dt::DeviceMesh::create(dt::DeviceType::kCPU, {2, 2}, {"dp", "tp"});
+//   auto x = dt::distribute_tensor(full, mesh, {dt::Shard(0), dt::Replicate()});
+//
+// It lives in api/, the top layer, so that it may include every layer below it (nn/ and fsdp/ join as they land).
+// It is installed as <dtensor/dt.h>, beside (not inside) the installed dtensor/ layer folder, so it is never
+// confused with that folder's own headers. It includes no backend internals (no UCX, NCCL or CUDA headers): backends
+// are reached through collectives/process_group.h.
+#pragma once
+
+#include "collectives/communicator.h"
+#include "collectives/process_group.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "dtensor/comm_counter.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/ops.h"
+#include "dtensor/visualize.h"
+#include "kernels/ops/matmul.h"
+#include "placement/placement.h"
+#include "placement/planner.h"
+#include "placement/sharding_spec.h"
