@@ -113,13 +113,13 @@ Tensor run_cross_mesh(const DeviceMesh& src_mesh, const ShardingSpec& src_spec, 
   std::vector<Tensor> keep_alive;
   for (const Transfer& x : transfers) {
     if (x.sender == me && x.receiver == me) {
-      copy_into(region_view(out, x.dst_box, x.region), region_view(src_local, x.src_box, x.region));
+      region_view(out, x.dst_box, x.region).copy_(region_view(src_local, x.src_box, x.region));
     } else if (x.sender == me) {
       Tensor region = region_view(src_local, x.src_box, x.region);
       Tensor buf = region;
       if (!region.is_contiguous()) {
         buf = Tensor::empty(region.shape(), dtype, device);
-        copy_into(buf, region);
+        buf.copy_(region);
       }
       keep_alive.push_back(buf);
       works.push_back(world->send(buf, int(x.receiver)));
@@ -131,7 +131,7 @@ Tensor run_cross_mesh(const DeviceMesh& src_mesh, const ShardingSpec& src_spec, 
     }
   }
   for (auto& w : works) w->wait();
-  for (auto& [dst, buf] : unpack) copy_into(dst, buf);
+  for (auto& [dst, buf] : unpack) dst.copy_(buf);
 
   // 5. Partial target dims, by the exact local rule.
   if (dst_mesh.is_member()) {
@@ -139,7 +139,7 @@ Tensor run_cross_mesh(const DeviceMesh& src_mesh, const ShardingSpec& src_spec, 
       if (!is_partial(dst_spec[m]) || dst_mesh.coordinate()[size_t(m)] == 0) continue;
       ReduceOp op = std::get<Partial>(dst_spec[m]).op;
       if (op == ReduceOp::kSum || op == ReduceOp::kProduct)
-        out = filled(out.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, dtype, device);
+        out = Tensor::full(out.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, dtype, device);
     }
   }
   return out;

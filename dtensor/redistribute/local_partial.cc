@@ -12,7 +12,7 @@ PendingStep LocalPartialTransition::start(const StepContext& c) const {
   ReduceOp op = std::get<Partial>(c.step.to).op;
   Tensor out = c.input;
   if (c.my_index() != 0 && (op == ReduceOp::kSum || op == ReduceOp::kProduct))
-    out = filled(c.input.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, c.input.dtype(), c.input.device());
+    out = Tensor::full(c.input.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, c.input.dtype(), c.input.device());
   return {nullptr, {}, std::move(out)};
 }
 

@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "kernels/copy.h"
-#include "kernels/fill.h"
 #include "placement/layout.h"
 
 namespace dt::redistribute {
@@ -46,17 +45,6 @@ bool leading_dims_trivial(const Shape& shape, int64_t d) {
   for (int64_t i = 0; i < d; ++i)
     if (shape[size_t(i)] != 1) return false;
   return true;
-}
-
-void copy_into(const Tensor& dst, const Tensor& src) {
-  if (dst.numel() == 0) return;
-  kernels::copy(dst, src);  // strided, on the tensors' device (CUDA kernels on the GPU, memcpy rows on the CPU)
-}
-
-Tensor filled(const Shape& shape, double value, DType dtype, Device device) {
-  Tensor t = Tensor::empty(shape, dtype, device);
-  if (t.numel()) kernels::fill(t, kernels::Scalar(value));
-  return t;
 }
 
 }  // namespace dt::redistribute

@@ -60,9 +60,5 @@ bool leading_dims_trivial(const Shape& shape, int64_t d);
 // t's consecutive slices along `dim` of the given sizes (which sum to t.size(dim)), as strided views: what the views
 // collectives take, without a Tensor per slice (this runs on every redistribution).
 std::vector<kernels::StridedView> slice_views(const Tensor& t, int64_t dim, const std::vector<int64_t>& sizes);
-// dst.copy_(src) for same-device, same-dtype strided tensors (CPU or CUDA kernels).
-void copy_into(const Tensor& dst, const Tensor& src);
-// A new tensor filled with `value` on `device` (device-side fill).
-Tensor filled(const Shape& shape, double value, DType dtype, Device device);
 
 }  // namespace dt::redistribute
