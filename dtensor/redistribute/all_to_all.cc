@@ -81,9 +81,10 @@ PendingStep AllToAllTransition::start(const StepContext& c) const {
                                        in.dtype(), in.device());
   auto finish = [send_buf, recv_buf, out, recv, k]() -> Tensor {
     if (!recv.in_place)
-      for (int64_t p = 0; p < k; ++p)
-        recv.views[size_t(p)].copy_(
-            recv_buf.narrow(0, recv.displs[size_t(p)], recv.counts[size_t(p)]).view(recv.views[size_t(p)].shape()));
+      for (int64_t p = 0; p < k; ++p) {
+        Tensor dst = recv.views[size_t(p)];  // a handle: the captured views are const
+        dst.copy_(recv_buf.narrow(0, recv.displs[size_t(p)], recv.counts[size_t(p)]).view(dst.shape()));
+      }
     return out;
   };
   return {work, finish, {}};
