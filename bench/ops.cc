@@ -3,7 +3,13 @@
 // and of the distributed linear patterns (dt::linear on DTensors against the local kernel plus the raw collective).
 // Prints a table and one JSON line per row:
 //   {"bench":"ops","op":"matmul","m":..,"n":..,"k":..,"gflops":..,"ref_gflops":..,"ratio":..}
-// Usage: bench_ops [--quick]   (--quick: smaller sizes, for a smoke run)
+// Then the local data movement and elementwise ops (Tensor::copy_ / contiguous / to / fill_, kernels::add / mul on
+// CPU tensors) against a memcpy of the same number of bytes, one JSON line per row:
+//   {"bench":"ops","op":"copy_contig","bytes":..,"gbps":..,"memcpy_gbps":..,"ratio":..}
+// Usage: bench_ops [--quick | --moves]   (--quick: smaller sizes, for a smoke run; --moves: only the data
+// movement rows)
+#include "dtensor/ops.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -17,7 +23,7 @@
 
 #include "collectives/thread/thread_comm.h"
 #include "core/tensor.h"
-#include "dtensor/ops.h"
+#include "kernels/ops/elementwise.h"
 #include "kernels/ops/matmul.h"
 
 namespace {
@@ -183,10 +189,49 @@ double bench_dispatch_us(int calls) {
   return best;
 }
 
+// One data-movement row: `fn` reads and writes `bytes` in all; the reference memcpy's `bytes / 2` (read + write).
+void bench_move(const char* op, int64_t bytes, const std::function<void()>& fn) {
+  std::vector<char> a(size_t(bytes / 2), 1), b(size_t(bytes / 2), 2);
+  auto [t, t_ref] = best_times(
+      fn, [&] { std::memcpy(b.data(), a.data(), a.size()); }, 9, 0.3, true);
+  const double gbps = double(bytes) / t * 1e-9, ref = double(bytes) / t_ref * 1e-9;
+  std::printf("%-14s %10lld %10.2f %10.2f %7.3f\n", op, (long long)bytes, gbps, ref, gbps / ref);
+  std::printf("{\"bench\":\"ops\",\"op\":\"%s\",\"bytes\":%lld,\"gbps\":%.3f,\"memcpy_gbps\":%.3f,\"ratio\":%.4f}\n",
+              op, (long long)bytes, gbps, ref, gbps / ref);
+}
+
+void bench_moves(bool quick) {
+  using dt::DType;
+  namespace k = dt::kernels;
+  const int64_t r = quick ? 256 : 2048, c = quick ? 256 : 2048;
+  const int64_t f = r * c * 4;  // bytes of one f32 tensor
+  std::printf("# data movement and elementwise ops on CPU tensors (f32 [%lld, %lld]) vs memcpy of the same bytes\n",
+              (long long)r, (long long)c);
+  std::printf("%-14s %10s %10s %10s %7s\n", "op", "bytes", "GB/s", "memcpy", "ratio");
+  Tensor x = Tensor::rand({r, c}, 1), y = Tensor::rand({r, c}, 2), dst = Tensor::empty({r, c});
+  Tensor row = Tensor::rand({c}, 3), small = Tensor::empty({r, c - 2});
+  Tensor half = Tensor::empty({r, c}, DType::bf16);
+  bench_move("copy_contig", 2 * f, [&] { dst.copy_(x); });
+  bench_move("contiguous_t", 2 * f, [&] { (void)x.t().contiguous(); });
+  bench_move("copy_narrow", 2 * (f - r * 8), [&] { small.copy_(x.narrow(1, 1, c - 2)); });
+  bench_move("copy_bcast", 2 * f, [&] { dst.copy_(row); });
+  bench_move("cast_bf16", f + f / 2, [&] { half.copy_(x); });
+  bench_move("to_f32", f / 2 + f, [&] { (void)half.to(DType::f32); });
+  bench_move("fill", f, [&] { dst.fill_(1.5); });
+  bench_move("add", 3 * f, [&] { (void)k::add(x, y); });
+  bench_move("add_bcast", 2 * f, [&] { (void)k::add(x, row); });
+  bench_move("mul_t", 3 * f, [&] { (void)k::mul(x, y.t()); });
+  bench_move("mul_scalar", 2 * f, [&] { (void)k::mul_scalar(x, 0.5); });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  if (argc > 1 && std::strcmp(argv[1], "--moves") == 0) {
+    bench_moves(false);
+    return 0;
+  }
   std::printf("# kernels::matmul vs raw cblas_sgemm (f32, CPU, %d OpenBLAS threads); best of several runs each\n",
               dt::kernels::blas_threads());
   std::printf("%-10s %6s %6s %6s %10s %10s %7s %10s\n", "op", "m", "n", "k", "GFLOP/s", "ref", "ratio", "max|diff|");
@@ -218,5 +263,6 @@ int main(int argc, char** argv) {
 
   for (const Row& r : rows) print_json(r);
   std::printf("{\"bench\":\"ops\",\"op\":\"dispatch_add_8x8\",\"us_per_call\":%.3f}\n", dispatch_us);
+  bench_moves(quick);
   return 0;
 }

@@ -36,9 +36,9 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0, dtype, device); }
 Tensor Tensor::ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1, dtype, device); }
-Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device) {
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device, Stream stream) {
   Tensor t = empty(shape, dtype, device);
-  t.fill_(value);
+  t.fill_(value, stream);
   return t;
 }
 

@@ -25,7 +25,9 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
   static Tensor ones(const Shape& shape, DType dtype = DType::f32, Device device = Device::cpu());
-  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu());
+  // fill_(value, stream) on a new tensor.
+  static Tensor full(const Shape& shape, double value, DType dtype = DType::f32, Device device = Device::cpu(),
+                     Stream stream = {});
   // Copies `values` (converted to dtype) into a new CPU tensor of `shape`.
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f32);
   template <typename T>
@@ -91,13 +93,18 @@ class Tensor {
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
 
   // ---- copies ----
-  Tensor contiguous() const;
-  Tensor clone() const;
-  Tensor& copy_(const Tensor& src);  // same shape (or broadcastable to it); casts; across devices
-  Tensor to(DType dtype) const;      // returns *this when the dtype already matches
-  Tensor to(Device device) const;    // returns *this when the device already matches
-  Tensor& fill_(double value);
-  Tensor& zero_() { return fill_(0); }
+  // All run the kernels layer's strided engine (Note [The tensor engine] in core/device_ops.h). Work on a CUDA
+  // device is queued on `stream` (default: the legacy default stream); copies between devices return when done.
+  Tensor contiguous(Stream stream = {}) const;  // returns *this when already contiguous
+  Tensor clone(Stream stream = {}) const;
+  // Same shape (or broadcastable to it); casts (kernels/convert.h); across devices. Reads a snapshot when src
+  // partially overlaps *this.
+  Tensor& copy_(const Tensor& src, Stream stream = {});
+  Tensor to(DType dtype, Stream stream = {}) const;    // returns *this when the dtype already matches
+  Tensor to(Device device, Stream stream = {}) const;  // returns *this when the device already matches
+  // `value` converted to the dtype (kernels/fill.h: integer dtypes reject values they cannot represent).
+  Tensor& fill_(double value, Stream stream = {});
+  Tensor& zero_(Stream stream = {}) { return fill_(0, stream); }
 
   // ---- host-side inspection (tests, printing) ----
   double item() const;                         // single-element tensors

@@ -1,5 +1,5 @@
-// Copies, casts, fills and host-side inspection of tensors. CPU work is done here; device memory is moved with the
-// CUDA runtime (contiguous same-dtype copies directly, anything else staged through host memory).
+// Copies, casts and fills of tensors through the kernels layer's engine (Note [The tensor engine] in
+// core/device_ops.h), and host-side inspection of tensors.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,220 +9,92 @@
 #include "core/device_ops.h"
 #include "core/tensor.h"
 
-#if defined(DT_WITH_CUDA)
-#include <cuda_runtime_api.h>
-#endif
-
 namespace dt {
 namespace {
 
-// Calls fn(dst_offset, src_offset, inner_count, inner_dst_stride, inner_src_stride) for every innermost row.
-template <typename Fn>
-void for_each_row(const Shape& shape, const Shape& dst_st, const Shape& src_st, Fn&& fn) {
-  int64_t nd = int64_t(shape.size());
-  if (shape_numel(shape) == 0) return;
-  if (nd == 0) {
-    fn(0, 0, 1, 1, 1);
-    return;
-  }
-  std::vector<int64_t> idx(size_t(nd), 0);
-  int64_t inner = shape[size_t(nd - 1)];
-  int64_t ds = dst_st[size_t(nd - 1)], ss = src_st[size_t(nd - 1)];
-  int64_t doff = 0, soff = 0;
-  while (true) {
-    fn(doff, soff, inner, ds, ss);
-    int64_t d = nd - 2;
-    for (; d >= 0; --d) {
-      if (++idx[size_t(d)] < shape[size_t(d)]) {
-        doff += dst_st[size_t(d)];
-        soff += src_st[size_t(d)];
-        break;
-      }
-      doff -= dst_st[size_t(d)] * (shape[size_t(d)] - 1);
-      soff -= src_st[size_t(d)] * (shape[size_t(d)] - 1);
-      idx[size_t(d)] = 0;
-    }
-    if (d < 0) return;
-  }
-}
-
-template <typename D, typename S>
-inline D convert(S v) {
-  if constexpr (std::is_same_v<D, S>) {
-    return v;
-  } else if constexpr (std::is_same_v<D, Half> || std::is_same_v<D, BFloat16>) {
-    if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>)
-      return D(static_cast<float>(v));
-    else if constexpr (std::is_same_v<S, double>)
-      return D(static_cast<float>(v));
-    else
-      return D(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) {
-    return static_cast<D>(static_cast<float>(v));
-  } else {
-    return static_cast<D>(v);
-  }
-}
-
-// dst and src are CPU tensors of the same shape (src possibly broadcast with zero strides).
-void cpu_copy(const Tensor& dst, const Tensor& src) {
-  if (dst.numel() == 0) return;
-  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
-    std::memmove(dst.data_ptr(), src.data_ptr(), dst.nbytes());
-    return;
-  }
-  dispatch_dtype(dst.dtype(), [&]<typename D>() {
-    dispatch_dtype(src.dtype(), [&]<typename S>() {
-      D* dp = static_cast<D*>(dst.data_ptr());
-      const S* sp = static_cast<const S*>(src.data_ptr());
-      for_each_row(dst.shape(), dst.strides(), src.strides(),
-                   [&](int64_t doff, int64_t soff, int64_t n, int64_t ds, int64_t ss) {
-                     for (int64_t i = 0; i < n; ++i) dp[doff + i * ds] = convert<D, S>(sp[soff + i * ss]);
-                   });
-    });
-  });
-}
-
 // Elements [first, last] of the storage that a strided view touches.
 std::pair<int64_t, int64_t> element_span(const Tensor& t) {
-  int64_t hi = t.offset();
-  for (int64_t d = 0; d < t.dim(); ++d) hi += (t.shape()[size_t(d)] - 1) * t.strides()[size_t(d)];
-  return {t.offset(), hi};
+  int64_t lo = t.offset(), hi = t.offset();
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    const int64_t reach = (t.shape()[size_t(d)] - 1) * t.strides()[size_t(d)];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  return {lo, hi};
+}
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.storage() == b.storage() && a.offset() == b.offset() && a.strides() == b.strides() && a.dtype() == b.dtype();
 }
 
 // Whether copying `src` into `dst` would read elements that the copy already wrote: the two share memory and are
 // not the very same view (copying a view onto itself changes nothing).
 bool partially_overlaps(const Tensor& dst, const Tensor& src) {
-  if (dst.storage() != src.storage() || dst.numel() == 0) return false;
-  if (dst.offset() == src.offset() && dst.strides() == src.strides() && dst.dtype() == src.dtype()) return false;
+  if (dst.storage() != src.storage() || dst.numel() == 0 || same_view(dst, src)) return false;
   const auto [dlo, dhi] = element_span(dst);
   const auto [slo, shi] = element_span(src);
   const int64_t de = int64_t(dst.element_size()), se = int64_t(src.element_size());
   return dlo * de < (shi + 1) * se && slo * se < (dhi + 1) * de;
 }
 
-#if defined(DT_WITH_CUDA)
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    DT_THROW(CudaError, what, ": ", cudaGetErrorString(e));
-  }
-}
-
-// A host tensor holding a copy of the storage span of the CUDA tensor `t`, viewed with t's strides.
-Tensor host_mirror(const Tensor& t) {
-  auto [lo, hi] = element_span(t);
-  size_t es = t.element_size();
-  auto storage = Storage::create(size_t(hi - lo + 1) * es, Device::cpu());
-  cudaSetDevice(t.device().index);
-  cuda_check(cudaMemcpy(storage->data(), static_cast<char*>(t.storage()->data()) + lo * int64_t(es),
-                        storage->nbytes(), cudaMemcpyDeviceToHost),
-             "copy_ (download)");
-  return Tensor(storage, t.shape(), t.strides(), t.offset() - lo, t.dtype());
-}
-#endif
-
-DeviceTensorOps& registered_ops() {
-  static DeviceTensorOps ops;
-  return ops;
+TensorEngine& registered_engine() {
+  static TensorEngine engine;
+  return engine;
 }
 
 }  // namespace
 
-void register_device_tensor_ops(const DeviceTensorOps& ops) { registered_ops() = ops; }
-const DeviceTensorOps& device_tensor_ops() { return registered_ops(); }
+void register_tensor_engine(const TensorEngine& engine) { registered_engine() = engine; }
 
-Tensor& Tensor::copy_(const Tensor& src) {
+const TensorEngine& tensor_engine() {
+  const TensorEngine& e = registered_engine();
+  if (!e.copy || !e.fill)
+    DT_THROW(InternalError,
+             "no tensor engine is registered: Tensor copies and fills need the kernels library "
+             "(link kernels_dep or libdtensor; Note [The tensor engine] in core/device_ops.h)");
+  return e;
+}
+
+Tensor& Tensor::copy_(const Tensor& src, Stream stream) {
   DT_CHECK_ARG(defined() && src.defined(), "copy_: undefined tensor");
   Tensor s = src.shape() == shape_ ? src : src.expand(shape_);
-  if (numel() == 0) return *this;
+  if (numel() == 0 || same_view(*this, s)) return *this;
   // a.copy_(a.t()) and the like: read from a snapshot, as if the source had been copied first.
-  if (partially_overlaps(*this, s)) s = s.clone();
-  Device dd = device(), sd = s.device();
-  if (dd.is_cpu() && sd.is_cpu()) {
-    cpu_copy(*this, s);
-    return *this;
-  }
-#if defined(DT_WITH_CUDA)
-  if (dd == sd && device_tensor_ops().copy_cast) {  // one device: strided copy and cast in a kernel
-    device_tensor_ops().copy_cast(*this, s);
-    return *this;
-  }
-  bool direct = dtype_ == s.dtype() && is_contiguous() && s.is_contiguous();
-  if (direct) {
-    cudaMemcpyKind kind = dd.is_cpu() ? cudaMemcpyDeviceToHost : sd.is_cpu() ? cudaMemcpyHostToDevice
-                                                                              : cudaMemcpyDeviceToDevice;
-    if (dd.is_cuda()) cudaSetDevice(dd.index);
-    else cudaSetDevice(sd.index);
-    cuda_check(cudaMemcpy(data_ptr(), s.data_ptr(), nbytes(), kind), "copy_");
-    return *this;
-  }
-  // Stage through host memory: mirror the strided spans on the host, convert there, upload the destination span.
-  Tensor host_src = sd.is_cpu() ? s : host_mirror(s);
-  if (dd.is_cpu()) {
-    cpu_copy(*this, host_src);
-  } else {
-    Tensor host_dst = host_mirror(*this);
-    cpu_copy(host_dst, host_src);
-    int64_t lo = element_span(*this).first;
-    cudaSetDevice(dd.index);
-    cuda_check(cudaMemcpy(static_cast<char*>(storage_->data()) + lo * int64_t(element_size()),
-                          host_dst.storage()->data(), host_dst.storage()->nbytes(), cudaMemcpyHostToDevice),
-               "copy_ (upload)");
-  }
+  if (partially_overlaps(*this, s)) s = s.clone(stream);
+  tensor_engine().copy(*this, s, stream);
   return *this;
-#else
-  DT_THROW(Unsupported, "copy_ between ", sd, " and ", dd, ": dtensor was built without CUDA");
-#endif
 }
 
-Tensor Tensor::contiguous() const {
+Tensor Tensor::contiguous(Stream stream) const {
   if (is_contiguous()) return *this;
+  return clone(stream);
+}
+
+Tensor Tensor::clone(Stream stream) const {
   Tensor out = empty(shape_, dtype_, device());
-  out.copy_(*this);
+  out.copy_(*this, stream);
   return out;
 }
 
-Tensor Tensor::clone() const {
-  Tensor out = empty(shape_, dtype_, device());
-  out.copy_(*this);
-  return out;
-}
-
-Tensor Tensor::to(DType dtype) const {
+Tensor Tensor::to(DType dtype, Stream stream) const {
   if (dtype == dtype_) return *this;
   DT_CHECK_ARG(is_valid_dtype(dtype), "to(): invalid dtype (value ", int(dtype), ")");
   Tensor out = empty(shape_, dtype, device());
-  out.copy_(*this);
+  out.copy_(*this, stream);
   return out;
 }
 
-Tensor Tensor::to(Device device) const {
+Tensor Tensor::to(Device device, Stream stream) const {
   if (device == this->device()) return *this;
   Tensor out = empty(shape_, dtype_, device);
-  out.copy_(*this);
+  out.copy_(*this, stream);
   return out;
 }
 
-Tensor& Tensor::fill_(double value) {
+Tensor& Tensor::fill_(double value, Stream stream) {
+  DT_CHECK_ARG(defined(), "fill_: undefined tensor");
   if (numel() == 0) return *this;
-  if (device().is_cpu()) {
-    dispatch_dtype(dtype_, [&]<typename T>() {
-      T v = from_double<T>(value);
-      T* p = static_cast<T*>(data_ptr());
-      for_each_row(shape_, strides_, strides_, [&](int64_t off, int64_t, int64_t n, int64_t st, int64_t) {
-        for (int64_t i = 0; i < n; ++i) p[off + i * st] = v;
-      });
-    });
-    return *this;
-  }
-  if (device_tensor_ops().fill) {
-    device_tensor_ops().fill(*this, value);
-    return *this;
-  }
-  Tensor host = Tensor::empty(shape_, dtype_);
-  host.fill_(value);
-  return copy_(host);
+  tensor_engine().fill(*this, value, stream);
+  return *this;
 }
 
 double Tensor::item() const {
@@ -232,9 +104,8 @@ double Tensor::item() const {
 }
 
 std::vector<double> Tensor::to_vector() const {
-  Tensor h = device().is_cpu() ? *this : to(Device::cpu());
   Tensor c = Tensor::empty(shape_, DType::f64);
-  cpu_copy(c, h);
+  c.copy_(*this);
   const double* p = c.data<double>();
   return std::vector<double>(p, p + c.numel());
 }

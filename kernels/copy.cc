@@ -2,10 +2,8 @@
 
 #include <cstring>
 
-#include "core/device_ops.h"
 #include "core/error.h"
 #include "kernels/cpu/stream_copy.h"
-#include "kernels/fill.h"
 
 namespace dt::kernels {
 
@@ -93,18 +91,5 @@ void copy_cast(const Tensor& dst, const Tensor& src, Stream stream) {
   Device d = common_device(dst, src, "copy_cast");
   copy_cast(view_of(dst), view_of(src), d, stream);
 }
-
-namespace {
-// Tensor::copy_ and fill_ on CUDA tensors run these kernels (core/device_ops.h). This object is linked into every
-// binary that copies through the kernels layer, so the registration comes with it.
-void device_copy_cast(const Tensor& dst, const Tensor& src) { copy_cast(dst, src); }
-void device_fill(const Tensor& dst, double value) {
-  fill(dst, is_floating(dst.dtype()) ? Scalar(value) : Scalar(static_cast<int64_t>(value)));
-}
-[[maybe_unused]] const bool kRegistered = [] {
-  register_device_tensor_ops({&device_copy_cast, &device_fill});
-  return true;
-}();
-}  // namespace
 
 }  // namespace dt::kernels

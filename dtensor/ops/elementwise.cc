@@ -303,7 +303,7 @@ OpRule to_rule() {
     return elementwise_strategies(s, out[0].shape, partials);
   };
   r.compute = [](const OpCall& c, const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{to_dtype(in[0], c.outputs[0].dtype)};
+    return std::vector<Tensor>{in[0].to(c.outputs[0].dtype)};
   };
   return r;
 }

@@ -52,7 +52,7 @@ OpRule embedding_rule() {
     if (c.mesh_dims_sharding(1, 0).empty()) return std::vector<Tensor>{kernels::embedding(w, ids)};
     // Row-sharded table: this rank owns rows [begin, end) of the global table.
     const int64_t vocab = c.schema.inputs[1].shape[0];
-    Tensor id64 = to_dtype(ids, DType::i64);
+    Tensor id64 = ids.to(DType::i64);
     const int64_t bad = count_true(outside(id64, 0, vocab));
     DT_CHECK_ARG(bad == 0, "dt::embedding: ", bad, " ids are outside [0, ", vocab, ") (the table has ", vocab,
                  " rows)");
@@ -128,11 +128,11 @@ OpRule cross_entropy_rule() {
     const DType acc = dtype == DType::f64 ? DType::f64 : DType::f32;
     const Device dev = logits.device();
     const int64_t rows = targets.numel();
-    Tensor t = reshape_rowmajor(to_dtype(targets, DType::i64), {rows});
+    Tensor t = reshape_rowmajor(targets.to(DType::i64), {rows});
     Tensor row_loss;  // [rows] in acc, 0 for ignored rows
     if (class_dims.empty()) {
-      row_loss = reshape_rowmajor(
-          to_dtype(kernels::cross_entropy(logits, targets, ignore, LossReduction::kNone).loss, acc), {rows});
+      row_loss =
+          reshape_rowmajor(kernels::cross_entropy(logits, targets, ignore, LossReduction::kNone).loss.to(acc), {rows});
     } else {
       // Loss parallel: a distributed log-softmax over the class-sharded mesh dims; the logits stay where they are.
       const int64_t classes = c.schema.inputs[0].shape[size_t(last)];
@@ -142,7 +142,7 @@ OpRule cross_entropy_rule() {
       DT_CHECK_ARG(nbad == 0, "dt::cross_entropy: ", nbad, " targets are outside [0, ", classes,
                    ") and are not ignore_index ", ignore);
       const IndexRange cls = c.input_ranges(0)[size_t(last)];
-      Tensor x = reshape_rowmajor(to_dtype(logits, acc), {rows, cls.size()});
+      Tensor x = reshape_rowmajor(logits.to(acc), {rows, cls.size()});
       Tensor mx =
           (cls.size() > 0 && rows > 0) ? kernels::amax(x, {1}) : identity_tensor({rows}, acc, dev, ReduceOp::kMax);
       if (rows > 0)
@@ -159,15 +159,14 @@ OpRule cross_entropy_rule() {
       row_loss = kernels::sub(kernels::log(pack.select(0, 0)), pack.select(0, 1));  // lse - x[t]
       row_loss = kernels::masked_fill(row_loss, kernels::compare_scalar(CompareOp::kEq, t, double(ignore)), 0);
     }
-    if (red == LossReduction::kNone)
-      return std::vector<Tensor>{reshape_rowmajor(to_dtype(row_loss, dtype), targets.shape())};
+    if (red == LossReduction::kNone) return std::vector<Tensor>{reshape_rowmajor(row_loss.to(dtype), targets.shape())};
     Tensor total = kernels::sum(row_loss);
-    if (red == LossReduction::kSum) return std::vector<Tensor>{to_dtype(total, dtype)};
+    if (red == LossReduction::kSum) return std::vector<Tensor>{total.to(dtype)};
     // kMean: divide by the global number of counted targets (one all-reduce over the row-sharded mesh dims).
     Tensor count =
-        reshape_rowmajor(to_dtype(kernels::sum(kernels::compare_scalar(CompareOp::kNe, t, double(ignore))), acc), {1});
+        reshape_rowmajor(kernels::sum(kernels::compare_scalar(CompareOp::kNe, t, double(ignore))).to(acc), {1});
     for (int64_t m : row_dims) c.mesh.comm(m)->all_reduce(count, ReduceOp::kSum)->wait();
-    return std::vector<Tensor>{to_dtype(kernels::div(total, reshape_rowmajor(count, {})), dtype)};
+    return std::vector<Tensor>{kernels::div(total, reshape_rowmajor(count, {})).to(dtype)};
   };
   return r;
 }

@@ -111,8 +111,8 @@ OpRule reduce_rule(const char* name, Kind kind) {
         int64_t count = 1;  // Note [exact mean]
         for (int64_t d : rd.dims) count *= c.schema.inputs[0].shape[size_t(d)];
         const DType acc = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
-        Tensor s = kernels::sum(to_dtype(x, acc), dims, keepdim);
-        return std::vector<Tensor>{to_dtype(kernels::div_scalar(s, double(count)), x.dtype())};
+        Tensor s = kernels::sum(x.to(acc), dims, keepdim);
+        return std::vector<Tensor>{kernels::div_scalar(s, double(count)).to(x.dtype())};
       }
       case Kind::kMax:
       case Kind::kMin: {

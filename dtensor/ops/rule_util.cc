@@ -2,7 +2,6 @@
 
 #include <limits>
 
-#include "kernels/copy.h"
 #include "kernels/ops/reduction.h"
 
 namespace dt::ops::detail {
@@ -92,24 +91,10 @@ Tensor identity_tensor(const Shape& shape, DType dtype, Device device, ReduceOp 
   return t.to(device);
 }
 
-Tensor to_dtype(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Tensor out = Tensor::empty(t.shape(), dtype, t.device());
-  kernels::copy_cast(out, t);
-  return out;
-}
-
-Tensor dense(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor out = Tensor::empty(t.shape(), t.dtype(), t.device());
-  kernels::copy(out, t);
-  return out;
-}
-
 Tensor reshape_rowmajor(const Tensor& t, const Shape& shape) {
   DT_ASSERT(shape_numel(shape) == t.numel(), "reshape_rowmajor ", shape_str(t.shape()), " -> ", shape_str(shape));
   if (t.shape() == shape) return t;
-  Tensor c = dense(t);
+  Tensor c = t.contiguous();
   return c.as_strided(shape, contiguous_strides(shape), c.offset());
 }
 

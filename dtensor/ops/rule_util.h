@@ -42,10 +42,6 @@ int64_t wrap(const OpSchema& s, int64_t dim, int64_t ndim, const char* what = "d
 // A tensor of `shape` holding the identity of `op` for `dtype` (max: -inf or the lowest value, min: +inf or the
 // largest, sum: 0, product: 1), on `device`.
 Tensor identity_tensor(const Shape& shape, DType dtype, Device device, ReduceOp op);
-// Device-side conversions (kernels::copy_cast; core's Tensor::to / contiguous stage CUDA tensors through the host):
-// `t` itself when it already has the dtype / is contiguous.
-Tensor to_dtype(const Tensor& t, DType dtype);
-Tensor dense(const Tensor& t);
 // `t` with a new shape of the same numel, in row-major order (a view of t, or of a contiguous copy). Unlike
 // Tensor::reshape it also handles 0-d tensors on either side.
 Tensor reshape_rowmajor(const Tensor& t, const Shape& shape);

@@ -47,7 +47,7 @@ PendingStep AllGatherTransition::start(const StepContext& c) const {
   Tensor send = in;
   if (in.size(d) != chunk) {
     send = Tensor::empty(block, in.dtype(), in.device());
-    copy_into(send.narrow(d, 0, in.size(d)), in);
+    send.narrow(d, 0, in.size(d)).copy_(in);
   }
   Tensor recv = Tensor::empty(recv_shape, in.dtype(), in.device());
   WorkPtr work = c.comm()->all_gather(send, recv);
@@ -62,7 +62,7 @@ PendingStep AllGatherTransition::start(const StepContext& c) const {
     Tensor out = Tensor::empty(out_shape, recv.dtype(), recv.device());
     int64_t off = 0;
     for (int64_t i = 0; i < k; ++i) {
-      copy_into(out.narrow(d, off, sizes[size_t(i)]), recv.select(0, i).narrow(d, 0, sizes[size_t(i)]));
+      out.narrow(d, off, sizes[size_t(i)]).copy_(recv.select(0, i).narrow(d, 0, sizes[size_t(i)]));
       off += sizes[size_t(i)];
     }
     return out;

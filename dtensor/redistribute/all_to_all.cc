@@ -71,8 +71,9 @@ PendingStep AllToAllTransition::start(const StepContext& c) const {
   if (!send.in_place) {
     send_buf = Tensor::empty({in.numel()}, in.dtype(), in.device());
     for (int64_t p = 0; p < k; ++p)
-      copy_into(send_buf.narrow(0, send.displs[size_t(p)], send.counts[size_t(p)]).view(send.views[size_t(p)].shape()),
-                send.views[size_t(p)]);
+      send_buf.narrow(0, send.displs[size_t(p)], send.counts[size_t(p)])
+          .view(send.views[size_t(p)].shape())
+          .copy_(send.views[size_t(p)]);
   }
   if (!recv.in_place) recv_buf = Tensor::empty({out.numel()}, in.dtype(), in.device());
   WorkPtr work = c.comm()->all_to_allv(send_buf.numel() ? send_buf.data_ptr() : nullptr, send.counts, send.displs,
@@ -80,9 +81,10 @@ PendingStep AllToAllTransition::start(const StepContext& c) const {
                                        in.dtype(), in.device());
   auto finish = [send_buf, recv_buf, out, recv, k]() -> Tensor {
     if (!recv.in_place)
-      for (int64_t p = 0; p < k; ++p)
-        copy_into(recv.views[size_t(p)],
-                  recv_buf.narrow(0, recv.displs[size_t(p)], recv.counts[size_t(p)]).view(recv.views[size_t(p)].shape()));
+      for (int64_t p = 0; p < k; ++p) {
+        Tensor dst = recv.views[size_t(p)];  // a handle: the captured views are const
+        dst.copy_(recv_buf.narrow(0, recv.displs[size_t(p)], recv.counts[size_t(p)]).view(dst.shape()));
+      }
     return out;
   };
   return {work, finish, {}};

@@ -44,13 +44,13 @@ PendingStep CrossMeshTransition::start(const TransferContext& c) const {
   for (int32_t i : c.plan.involving(me)) {
     const BlockTransfer& x = c.plan.transfers[size_t(i)];
     if (x.sender == me && x.receiver == me) {
-      copy_into(region_view(*out, x.dst_box, x.region), region_view(c.input, x.src_box, x.region));
+      region_view(*out, x.dst_box, x.region).copy_(region_view(c.input, x.src_box, x.region));
     } else if (x.sender == me) {
       Tensor region = region_view(c.input, x.src_box, x.region);
       Tensor buf = region;
       if (!region.is_contiguous()) {
         buf = Tensor::empty(region.shape(), c.dtype, c.device);
-        copy_into(buf, region);
+        buf.copy_(region);
       }
       keep_alive.push_back(buf);
       works.push_back(c.world->send(buf, int(x.receiver)));
@@ -72,7 +72,7 @@ PendingStep CrossMeshTransition::start(const TransferContext& c) const {
   return {last,
           [out, unpack, rest, bufs]() {
             for (auto& w : *rest) w->wait();
-            for (auto& [dst, buf] : *unpack) copy_into(dst, buf);
+            for (auto& [dst, buf] : *unpack) dst.copy_(buf);
             bufs->clear();
             return std::move(*out);
           },

@@ -13,7 +13,7 @@ PendingStep LocalSliceTransition::start(const StepContext& c) const {
   // Own the block (a copy, not a view): later in-place updates of either tensor stay separate.
   const Tensor mine = c.input.narrow(d, off, sizes[size_t(me)]);
   Tensor out = Tensor::empty(mine.shape(), c.input.dtype(), c.input.device());
-  copy_into(out, mine);
+  out.copy_(mine);
   return {nullptr, {}, std::move(out)};
 }
 

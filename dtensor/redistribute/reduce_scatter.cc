@@ -38,7 +38,7 @@ PendingStep ReduceScatterTransition::start(const StepContext& c) const {
     int64_t off = 0;
     for (int64_t i = 0; i < k; ++i) {
       Tensor dst = send.select(0, i);
-      copy_into(dst.narrow(d, 0, sizes[size_t(i)]), in.narrow(d, off, sizes[size_t(i)]));
+      dst.narrow(d, 0, sizes[size_t(i)]).copy_(in.narrow(d, off, sizes[size_t(i)]));
       Tensor pad = dst.narrow(d, sizes[size_t(i)], chunk - sizes[size_t(i)]);
       if (pad.numel()) kernels::fill(pad, kernels::Scalar(0.0));
       off += sizes[size_t(i)];
@@ -53,7 +53,7 @@ PendingStep ReduceScatterTransition::start(const StepContext& c) const {
     if (mine == chunk) return recv;
     if (direct) return recv.narrow(d, 0, mine);  // a prefix of the chunk's memory: contiguous, no copy
     Tensor out = Tensor::empty(out_shape, recv.dtype(), recv.device());
-    copy_into(out, recv.narrow(d, 0, mine));
+    out.copy_(recv.narrow(d, 0, mine));
     return out;
   };
   return {work, finish, {}};

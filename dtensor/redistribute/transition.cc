@@ -2,7 +2,6 @@
 
 #include "core/error.h"
 #include "kernels/copy.h"
-#include "kernels/fill.h"
 #include "placement/layout.h"
 
 namespace dt::redistribute {
@@ -48,20 +47,9 @@ bool leading_dims_trivial(const Shape& shape, int64_t d) {
   return true;
 }
 
-void copy_into(const Tensor& dst, const Tensor& src) {
-  if (dst.numel() == 0) return;
-  kernels::copy(dst, src);  // strided, on the tensors' device (CUDA kernels on the GPU, memcpy rows on the CPU)
-}
-
-Tensor filled(const Shape& shape, double value, DType dtype, Device device) {
-  Tensor t = Tensor::empty(shape, dtype, device);
-  if (t.numel()) kernels::fill(t, kernels::Scalar(value));
-  return t;
-}
-
 Tensor partial_local_value(const Tensor& value, ReduceOp op, int64_t index) {
   if (index == 0 || (op != ReduceOp::kSum && op != ReduceOp::kProduct)) return value;
-  return filled(value.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, value.dtype(), value.device());
+  return Tensor::full(value.shape(), op == ReduceOp::kSum ? 0.0 : 1.0, value.dtype(), value.device());
 }
 
 Tensor partial_local_block(Tensor plain_block, const ShardingSpec& spec, const std::vector<int64_t>& coord) {

@@ -84,10 +84,6 @@ bool leading_dims_trivial(const Shape& shape, int64_t d);
 // t's consecutive slices along `dim` of the given sizes (which sum to t.size(dim)), as strided views: what the views
 // collectives take, without a Tensor per slice (this runs on every redistribution).
 std::vector<kernels::StridedView> slice_views(const Tensor& t, int64_t dim, const std::vector<int64_t>& sizes);
-// dst.copy_(src) for same-device, same-dtype strided tensors (CPU or CUDA kernels).
-void copy_into(const Tensor& dst, const Tensor& src);
-// A new tensor filled with `value` on `device` (device-side fill).
-Tensor filled(const Shape& shape, double value, DType dtype, Device device);
 // R -> P(op), exact (never a division): the local value of the member at `index` along the mesh dim, given the
 // replicated `value`. sum: index 0 keeps the value, the others hold zeros; product: the others hold ones; avg, max,
 // min: every index keeps the value (shared, not copied). The one place this rule is written: distribute_tensor and

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "kernels/convert.h"
-#include "kernels/cpu/loops.h"
 #include "kernels/cpu/stream_copy.h"
+#include "kernels/dispatch_bits.h"
 #include "kernels/layout.h"
 
 namespace dt::kernels::cpu {
@@ -34,6 +34,7 @@ bool try_tiled(const Layout& l, char* dst, const char* src, Elem&& elem) {
   if (j < 0 || l.shape[j] < kTile / 2 || l.shape[inner] < kTile / 2) return false;
   // The outer iteration space: every dim but the inner one, with the src-contiguous dim j last (the "rows").
   Layout outer;
+  outer.nops = 2;
   outer.numel = l.numel / l.shape[inner];
   outer.ndim = inner;
   int k = 0;
@@ -48,9 +49,10 @@ bool try_tiled(const Layout& l, char* dst, const char* src, Elem&& elem) {
   outer.strides[0][k] = l.strides[0][j];
   outer.strides[1][k] = 1;
   const int64_t nb = l.shape[inner];
-  for_each_row(outer, dst, sizeof(D), src, sizeof(S), [&](char* d, const char* s, int64_t na, int64_t da, int64_t) {
-    D* dp = reinterpret_cast<D*>(d);
-    const S* sp = reinterpret_cast<const S*>(s);
+  for_each_row(outer, [&](const int64_t* off, int64_t na, const int64_t* st) {
+    D* dp = reinterpret_cast<D*>(dst) + off[0];
+    const S* sp = reinterpret_cast<const S*>(src) + off[1];
+    const int64_t da = st[0];
     for (int64_t a0 = 0; a0 < na; a0 += kTile) {
       const int64_t a1 = std::min(na, a0 + kTile);
       for (int64_t b0 = 0; b0 < nb; b0 += kTile) {
@@ -78,7 +80,10 @@ void move_rows(const Layout& l, char* dst, const char* src) {
   const int64_t row_bytes = l.shape[l.ndim - 1] * es;
   const bool prefetch = !stream && l.ndim >= 2 && row_bytes >= kPrefetchMinRow && row_bytes <= kPrefetchMaxRow;
   char* prev = nullptr;
-  for_each_row(l, dst, sizeof(U), src, sizeof(U), [&](char* d, const char* s, int64_t n, int64_t ds, int64_t ss) {
+  for_each_row(l, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    char* d = dst + off[0] * es;
+    const char* s = src + off[1] * es;
+    const int64_t ds = st[0], ss = st[1];
     if (ds == 1 && ss == 1 && n * es >= kMemcpyMinBytes) {
       if (stream) {
         stream_copy(d, s, size_t(n * es));
@@ -114,9 +119,10 @@ void move_rows(const Layout& l, char* dst, const char* src) {
 template <typename D, typename S>
 void convert_rows(const Layout& l, char* dst, const char* src) {
   if (try_tiled<D, S>(l, dst, src, [](S v) { return convert<D, S>(v); })) return;
-  for_each_row(l, dst, sizeof(D), src, sizeof(S), [](char* d, const char* s, int64_t n, int64_t ds, int64_t ss) {
-    D* dp = reinterpret_cast<D*>(d);
-    const S* sp = reinterpret_cast<const S*>(s);
+  for_each_row(l, [&](const int64_t* off, int64_t n, const int64_t* st) {
+    D* dp = reinterpret_cast<D*>(dst) + off[0];
+    const S* sp = reinterpret_cast<const S*>(src) + off[1];
+    const int64_t ds = st[0], ss = st[1];
     if (ds == 1 && ss == 1) {
       for (int64_t i = 0; i < n; ++i) dp[i] = convert<D, S>(sp[i]);
     } else {

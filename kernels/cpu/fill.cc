@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "kernels/cpu/loops.h"
+#include "kernels/dispatch_bits.h"
 #include "kernels/layout.h"
 
 namespace dt::kernels::cpu {
@@ -14,15 +14,14 @@ void fill(const StridedView& dst, uint64_t bits) {
   dispatch_bits(es, [&]<typename U>() {
     U v;
     std::memcpy(&v, &bits, sizeof(U));
-    for_each_row(l, static_cast<char*>(dst.data), sizeof(U), nullptr, 0,
-                 [&](char* d, const char*, int64_t n, int64_t ds, int64_t) {
-                   U* p = reinterpret_cast<U*>(d);
-                   if (ds == 1) {
-                     for (int64_t i = 0; i < n; ++i) p[i] = v;
-                   } else {
-                     for (int64_t i = 0; i < n; ++i) p[i * ds] = v;
-                   }
-                 });
+    for_each_row(l, [&](const int64_t* off, int64_t n, const int64_t* st) {
+      U* p = static_cast<U*>(dst.data) + off[0];
+      if (st[0] == 1) {
+        for (int64_t i = 0; i < n; ++i) p[i] = v;
+      } else {
+        for (int64_t i = 0; i < n; ++i) p[i * st[0]] = v;
+      }
+    });
   });
 }
 

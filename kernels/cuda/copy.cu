@@ -3,9 +3,8 @@
 #include "kernels/cast.h"
 #include "kernels/convert.h"
 #include "kernels/copy.h"
-#include "kernels/dispatch_bits.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/strided.cuh"
+#include "kernels/dispatch_bits.h"
 #include "kernels/layout.h"
 
 namespace dt::kernels::cuda {
@@ -14,14 +13,14 @@ namespace {
 constexpr unsigned kBlock = 256;
 
 template <typename D, typename S>
-__global__ void convert_kernel(D* dst, const S* src, int64_t n, Indexer ix, bool flat) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+__global__ void convert_kernel(D* dst, const S* src, Layout l, bool flat) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < l.numel; i += int64_t(gridDim.x) * blockDim.x) {
     if (flat) {
       dst[i] = convert<D, S>(src[i]);
     } else {
-      int64_t d, s;
-      ix.offsets(i, d, s);
-      dst[d] = convert<D, S>(src[s]);
+      int64_t off[2];
+      layout_offsets<2>(l, i, off);
+      dst[off[0]] = convert<D, S>(src[off[1]]);
     }
   }
 }
@@ -29,7 +28,7 @@ __global__ void convert_kernel(D* dst, const S* src, int64_t n, Indexer ix, bool
 template <typename D, typename S>
 void launch_convert(void* dst, const void* src, const Layout& l, Stream stream) {
   convert_kernel<D, S><<<grid_for(l.numel, kBlock), kBlock, 0, as_cuda(stream)>>>(
-      static_cast<D*>(dst), static_cast<const S*>(src), l.numel, Indexer::from(l), is_flat(l));
+      static_cast<D*>(dst), static_cast<const S*>(src), l, is_flat(l));
   check_launch("kernels::cuda::copy_cast");
 }
 

@@ -2,9 +2,6 @@
 
 #include <type_traits>
 
-#include "kernels/copy.h"
-#include "kernels/fill.h"
-
 #if defined(DT_WITH_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -69,40 +66,10 @@ void check_max_dims(const char* op, const Tensor& t, int max_dims) {
                shape_str(t.shape()));
 }
 
-Tensor contiguous(const Tensor& t, Stream stream) {
-  if (t.is_contiguous()) return t;
-  if (t.device().is_cpu()) return t.contiguous();
-  Tensor out = Tensor::empty(t.shape(), t.dtype(), t.device());
-  kernels::copy(out, t, stream);
-  return out;
-}
-
-Tensor to_dtype(const Tensor& t, DType dtype, Stream stream) {
-  if (t.dtype() == dtype) return contiguous(t, stream);
-  Tensor out = Tensor::empty(t.shape(), dtype, t.device());
-  kernels::copy_cast(out, t, stream);
-  return out;
-}
-
 Tensor reshape_contig(const Tensor& t, const Shape& shape, Stream stream) {
   DT_ASSERT(shape_numel(shape) == t.numel(), "reshape_contig ", shape_str(t.shape()), " -> ", shape_str(shape));
-  Tensor c = contiguous(t, stream);
+  Tensor c = t.contiguous(stream);
   return c.as_strided(shape, contiguous_strides(shape), c.offset());
-}
-
-void copy_into(const Tensor& dst, const Tensor& src, Stream stream) {
-  if (dst.numel() == 0) return;
-  Tensor s = src.shape() == dst.shape() ? src : src.expand(dst.shape());
-  if (dst.dtype() == s.dtype())
-    kernels::copy(dst, s, stream);
-  else
-    kernels::copy_cast(dst, s, stream);
-}
-
-Tensor full(const Shape& shape, double value, DType dtype, Device device, Stream stream) {
-  Tensor t = Tensor::empty(shape, dtype, device);
-  if (t.numel() > 0) kernels::fill(t, Scalar(value), stream);
-  return t;
 }
 
 void throw_no_cuda(const char* op, const Device& device) {

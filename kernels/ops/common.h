@@ -1,5 +1,5 @@
-// Internal to kernels/ops: argument checks shared by the op entry points, broadcasting, device-aware copies, and
-// the dispatch from an entry point to the CPU or CUDA implementation.
+// Internal to kernels/ops: argument checks shared by the op entry points, broadcasting, and the dispatch from an
+// entry point to the CPU or CUDA implementation.
 #pragma once
 
 #include <cstdint>
@@ -29,17 +29,9 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 // Rejects tensors with more than `max_dims` dims (the iteration structs have a fixed capacity).
 void check_max_dims(const char* op, const Tensor& t, int max_dims);
 
-// Device-aware copies ordered on `stream` (Tensor::contiguous and Tensor::to stage CUDA tensors through the host).
-Tensor contiguous(const Tensor& t, Stream stream);
-Tensor to_dtype(const Tensor& t, DType dtype, Stream stream);
-// t's elements (row-major order) viewed as `shape` (same numel): a view when t is contiguous, else a copy. Unlike
-// Tensor::view it also handles 0-d tensors.
-Tensor reshape_contig(const Tensor& t, const Shape& shape,
-                      Stream stream);  // contiguous result; t itself if already matching
-// dst = src (same shape or broadcastable to dst's shape), any dtypes, on one device.
-void copy_into(const Tensor& dst, const Tensor& src, Stream stream);
-// A tensor of `shape` filled with `value` on `device`, ordered on `stream`.
-Tensor full(const Shape& shape, double value, DType dtype, Device device, Stream stream);
+// t's elements (row-major order) viewed as `shape` (same numel): a view when t is contiguous, else a copy ordered
+// on `stream`. Unlike Tensor::view it also handles 0-d tensors.
+Tensor reshape_contig(const Tensor& t, const Shape& shape, Stream stream);
 
 [[noreturn]] void throw_no_cuda(const char* op, const Device& device);
 // Makes `device` the current CUDA device (no-op on the CPU and without CUDA).

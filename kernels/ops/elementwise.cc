@@ -246,7 +246,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, Stream str
                " does not broadcast to x's shape ", shape_str(x.shape()));
   common_device("masked_fill", {&x, &mask}, {"x", "mask"});
   check_scalar_for("masked_fill", x.dtype(), value);
-  Tensor v = full({}, value, x.dtype(), x.device(), stream);
+  Tensor v = Tensor::full({}, value, x.dtype(), x.device(), stream);
   return where(mask, v, x, stream);
 }
 
@@ -271,7 +271,7 @@ Tensor sum_to_shape(const Tensor& grad, const Shape& shape, Stream stream) {
     if (want == 1 && g[i] != 1) dims.push_back(int64_t(i));
   }
   Tensor r = dims.empty() ? grad : sum(grad, dims, /*keepdim=*/true, stream);
-  if (r.dtype() != grad.dtype()) r = to_dtype(r, grad.dtype(), stream);
+  if (r.dtype() != grad.dtype()) r = r.to(grad.dtype(), stream);
   // keepdim left the reduced dims as 1: drop the leading ones.
   return reshape_contig(r, shape, stream);
 }
@@ -306,7 +306,7 @@ BinaryGrads pow_backward(const Tensor& g, const Tensor& a, const Tensor& b, Stre
 
 BinaryGrads where_backward(const Tensor& g, const Tensor& cond, const Shape& a_shape, const Shape& b_shape, Stream s) {
   check_defined(g, "where_backward", "grad_out");
-  Tensor zero = full({}, 0, g.dtype(), g.device(), s);
+  Tensor zero = Tensor::full({}, 0, g.dtype(), g.device(), s);
   Tensor ga = where(cond, g, zero, s), gb = where(cond, zero, g, s);
   return {sum_to_shape(ga, a_shape, s), sum_to_shape(gb, b_shape, s)};
 }

@@ -28,10 +28,10 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, Stream stream) {
   out_shape.push_back(d);
   Tensor out = Tensor::empty(out_shape, weight.dtype(), dev);
   if (n == 0) return out;
-  Tensor ic = contiguous(ids, stream);
+  Tensor ic = ids.contiguous(stream);
   check_ids_in_range(op, ic, v, stream);
   if (d == 0) return out;
-  Tensor wc = contiguous(weight, stream);
+  Tensor wc = weight.contiguous(stream);
   DT_OPS_DISPATCH(dev, op, cpu::embedding(out, wc, ic, n, d), cuda::embedding(out, wc, ic, n, d, stream));
   return out;
 }
@@ -57,15 +57,15 @@ Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids, int64_t num
   }
   int64_t d = grad_out.size(-1), n = ids.numel();
   DType acc = acc_dtype(grad_out.dtype());
-  Tensor acc_grad = full({num_embeddings, d}, 0, acc, dev, stream);
+  Tensor acc_grad = Tensor::full({num_embeddings, d}, 0, acc, dev, stream);
   if (n > 0 && d > 0) {
-    Tensor ic = contiguous(ids, stream);
+    Tensor ic = ids.contiguous(stream);
     check_ids_in_range(op, ic, num_embeddings, stream);
-    Tensor gc = contiguous(grad_out, stream);
+    Tensor gc = grad_out.contiguous(stream);
     DT_OPS_DISPATCH(dev, op, cpu::embedding_backward(acc_grad, gc, ic, n, d, pad),
                     cuda::embedding_backward(acc_grad, gc, ic, n, d, pad, stream));
   }
-  return acc == grad_out.dtype() ? acc_grad : to_dtype(acc_grad, grad_out.dtype(), stream);
+  return acc == grad_out.dtype() ? acc_grad : acc_grad.to(grad_out.dtype(), stream);
 }
 
 }  // namespace dt::kernels

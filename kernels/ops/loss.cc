@@ -56,7 +56,7 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, in
   const char* op = "cross_entropy";
   CeDims d = check_ce(op, logits, targets);
   Device dev = common_device(op, {&logits, &targets}, {"logits", "targets"});
-  Tensor tc = contiguous(targets, stream), lc = contiguous(logits, stream);
+  Tensor tc = targets.contiguous(stream), lc = logits.contiguous(stream);
   int64_t valid = check_targets(op, tc, d.classes, ignore_index, stream);
   DType acc = acc_dtype(logits.dtype());
   Tensor row_loss = Tensor::empty({d.rows}, acc, dev);
@@ -65,12 +65,12 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, in
   run_rows(op, row_loss, r.lse, lc, tc, d, ignore_index, stream);
   r.lse = reshape_contig(r.lse, d.lead, stream);
   if (reduction == LossReduction::kNone) {
-    r.loss = reshape_contig(to_dtype(row_loss, logits.dtype(), stream), d.lead, stream);
+    r.loss = reshape_contig(row_loss.to(logits.dtype(), stream), d.lead, stream);
     return r;
   }
-  Tensor total = sum(to_dtype(row_loss, DType::f64, stream), {}, false, stream);
+  Tensor total = sum(row_loss.to(DType::f64, stream), {}, false, stream);
   if (reduction == LossReduction::kMean) total = div_scalar(total, double(valid), stream);  // 0/0 = NaN, as torch
-  r.loss = to_dtype(total, logits.dtype(), stream);
+  r.loss = total.to(logits.dtype(), stream);
   return r;
 }
 
@@ -89,7 +89,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
                  shape_str(grad_loss.shape()));
   }
   DType acc = acc_dtype(logits.dtype());
-  Tensor tc = contiguous(targets, stream), lc = contiguous(logits, stream);
+  Tensor tc = targets.contiguous(stream), lc = logits.contiguous(stream);
   int64_t valid = check_targets(op, tc, d.classes, ignore_index, stream);
   Tensor grad = Tensor::empty(logits.shape(), logits.dtype(), dev);
   if (grad.numel() == 0) return grad;
@@ -105,7 +105,7 @@ Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, con
     run_rows(op, scratch, lse_c, lc, tc, d, ignore_index, stream);
   }
   Tensor scale = Tensor::empty({d.rows}, acc, dev);
-  copy_into(scale, reshape_contig(grad_loss, {reduction == LossReduction::kNone ? d.rows : 1}, stream), stream);
+  scale.copy_(reshape_contig(grad_loss, {reduction == LossReduction::kNone ? d.rows : 1}, stream), stream);
   if (reduction == LossReduction::kMean) scale = div_scalar(scale, double(valid), stream);
   DT_OPS_DISPATCH(dev, op, cpu::cross_entropy_backward(grad, lc, tc, lse_c, scale, d.rows, d.classes, ignore_index),
                   cuda::cross_entropy_backward(grad, lc, tc, lse_c, scale, d.rows, d.classes, ignore_index, stream));

@@ -62,7 +62,7 @@ Tensor prepare_operand(const Tensor& t, int64_t nb, int64_t B, GemmOperand* op, 
   Tensor src = t;
   int64_t bs = 0;
   if (!batch_stride_of(src, nb, &bs)) {
-    src = contiguous(src, stream);
+    src = src.contiguous(stream);
     bool ok = batch_stride_of(src, nb, &bs);
     DT_ASSERT(ok);
   }
@@ -70,10 +70,10 @@ Tensor prepare_operand(const Tensor& t, int64_t nb, int64_t B, GemmOperand* op, 
   Tensor t3 = src.as_strided({B, rows, cols}, {bs, src.stride(-2), src.stride(-1)}, src.offset());
   if (!matrix_operand(t3, op)) {
     if (bs == 0 || B == 1) {
-      Tensor m = contiguous(t3.select(0, 0), stream);
+      Tensor m = t3.select(0, 0).contiguous(stream);
       t3 = m.unsqueeze(0).expand({B, rows, cols});
     } else {
-      t3 = contiguous(t3, stream);
+      t3 = t3.contiguous(stream);
     }
     bool ok = matrix_operand(t3, op);
     DT_ASSERT(ok);
@@ -163,8 +163,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, Stream stream) {
   check_operands(op, a, "a", b, "b");
   Device dev = a.device();
   if (dev.is_cpu() && is_16bit(a.dtype()))
-    return to_dtype(matmul(to_dtype(a, DType::f32, stream), to_dtype(b, DType::f32, stream), stream), a.dtype(),
-                    stream);
+    return matmul(a.to(DType::f32, stream), b.to(DType::f32, stream), stream).to(a.dtype(), stream);
   MatmulPlan p = plan_matmul(op, a, b);
   int64_t M = p.a.size(-2), K = p.a.size(-1), N = p.b.size(-1);
   Shape as = p.batch, bs = p.batch, full = p.batch;
@@ -194,14 +193,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Stream 
   }
   Device dev = x.device();
   if (dev.is_cpu() && is_16bit(x.dtype())) {
-    Tensor bf = bias.defined() ? to_dtype(bias, DType::f32, stream) : Tensor();
-    return to_dtype(linear(to_dtype(x, DType::f32, stream), to_dtype(weight, DType::f32, stream), bf, stream),
-                    x.dtype(), stream);
+    Tensor bf = bias.defined() ? bias.to(DType::f32, stream) : Tensor();
+    return linear(x.to(DType::f32, stream), weight.to(DType::f32, stream), bf, stream).to(x.dtype(), stream);
   }
   int64_t out_f = weight.size(0);
   Tensor x2 = rows_of(x, stream);
   Tensor out2 = Tensor::empty({x2.size(0), out_f}, x.dtype(), dev);
-  if (bias.defined()) copy_into(out2, bias, stream);
+  if (bias.defined()) out2.copy_(bias, stream);
   run_gemm(reshape_contig(out2, {1, x2.size(0), out_f}, stream), x2, weight.t(), 0, 1, bias.defined() ? 1.0 : 0.0,
            stream);
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);

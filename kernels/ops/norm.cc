@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "kernels/fill.h"
 #include "kernels/ops/common.h"
 
 namespace dt::kernels {
@@ -46,7 +47,7 @@ void check_stat(const char* op, const Tensor& s, const char* name, const Tensor&
                " (x's leading dims)");
 }
 
-Tensor maybe_contiguous(const Tensor& t, Stream stream) { return t.defined() ? contiguous(t, stream) : Tensor(); }
+Tensor maybe_contiguous(const Tensor& t, Stream stream) { return t.defined() ? t.contiguous(stream) : Tensor(); }
 
 // Both norms: mean is undefined for rms_norm.
 void run_forward(const char* op, const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
@@ -54,11 +55,11 @@ void run_forward(const char* op, const Tensor& out, const Tensor& mean, const Te
   if (d.rows == 0) return;
   if (d.cols == 0) {  // statistics of nothing
     double nan = std::numeric_limits<double>::quiet_NaN();
-    if (mean.defined()) copy_into(mean, full({}, nan, mean.dtype(), mean.device(), stream), stream);
-    copy_into(rstd, full({}, nan, rstd.dtype(), rstd.device(), stream), stream);
+    if (mean.defined()) fill(mean, nan, stream);
+    fill(rstd, nan, stream);
     return;
   }
-  Tensor xc = contiguous(x, stream), wc = maybe_contiguous(weight, stream), bc = maybe_contiguous(bias, stream);
+  Tensor xc = x.contiguous(stream), wc = maybe_contiguous(weight, stream), bc = maybe_contiguous(bias, stream);
   DT_OPS_DISPATCH(x.device(), op, cpu::norm_forward(out, mean, rstd, xc, wc, bc, d.rows, d.cols, eps),
                   cuda::norm_forward(out, mean, rstd, xc, wc, bc, d.rows, d.cols, eps, stream));
 }
@@ -67,12 +68,12 @@ void run_backward(const char* op, const Tensor& gx, const Tensor& gw, const Tens
                   const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight, const NormDims& d,
                   Stream stream) {
   if (d.rows == 0 || d.cols == 0) {
-    if (gw.defined() && gw.numel() > 0) copy_into(gw, full({}, 0, gw.dtype(), gw.device(), stream), stream);
-    if (gb.defined() && gb.numel() > 0) copy_into(gb, full({}, 0, gb.dtype(), gb.device(), stream), stream);
+    if (gw.defined() && gw.numel() > 0) fill(gw, 0, stream);
+    if (gb.defined() && gb.numel() > 0) fill(gb, 0, stream);
     return;
   }
-  Tensor gc = contiguous(g, stream), xc = contiguous(x, stream), mc = maybe_contiguous(mean, stream),
-         rc = contiguous(rstd, stream), wc = maybe_contiguous(weight, stream);
+  Tensor gc = g.contiguous(stream), xc = x.contiguous(stream), mc = maybe_contiguous(mean, stream),
+         rc = rstd.contiguous(stream), wc = maybe_contiguous(weight, stream);
   DT_OPS_DISPATCH(x.device(), op, cpu::norm_backward(gx, gw, gb, gc, xc, mc, rc, wc, d.rows, d.cols),
                   cuda::norm_backward(gx, gw, gb, gc, xc, mc, rc, wc, d.rows, d.cols, stream));
 }

@@ -71,7 +71,7 @@ Canon canonicalize(const char* op, const Tensor& x, const std::vector<int64_t>& 
       c.red = prod(sh, size_t(first), size_t(last) + 1);
       c.inner = prod(sh, size_t(last) + 1, nd);
     }
-    c.x = contiguous(x, stream);
+    c.x = x.contiguous(stream);
   } else {
     std::vector<int64_t> perm;
     for (size_t d = 0; d < nd; ++d)
@@ -80,7 +80,7 @@ Canon canonicalize(const char* op, const Tensor& x, const std::vector<int64_t>& 
       if (red[d]) perm.push_back(int64_t(d));
     c.outer = 1;
     for (size_t d = 0; d < nd; ++d) (red[d] ? c.red : c.outer) *= sh[d];
-    c.x = contiguous(x.permute(perm), stream);
+    c.x = x.permute(perm).contiguous(stream);
   }
   return c;
 }
@@ -105,7 +105,7 @@ ValuesIndices run_reduce(const char* op, ReduceKind kind, const Tensor& x, const
   if (r.values.numel() > 0) {
     if (c.red == 0) {
       double v = kind == ReduceKind::kSum ? 0.0 : std::numeric_limits<double>::quiet_NaN();
-      r.values = full(c.keep_shape, v, out_dt, dev, stream);
+      r.values = Tensor::full(c.keep_shape, v, out_dt, dev, stream);
     } else {
       DT_OPS_DISPATCH(dev, op, cpu::reduce(kind, c.x, c.outer, c.red, c.inner, r.values, r.indices),
                       cuda::reduce(kind, c.x, c.outer, c.red, c.inner, r.values, r.indices, stream));

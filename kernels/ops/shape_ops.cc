@@ -39,7 +39,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Stream stream) {
   int64_t at = 0;
   for (const Tensor* t : parts) {
     int64_t n = t->size(d);
-    if (n > 0) copy_into(out.narrow(d, at, n), *t, stream);
+    if (n > 0) out.narrow(d, at, n).copy_(*t, stream);
     at += n;
   }
   return out;
@@ -52,7 +52,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   out.reserve(views.size());
   for (const Tensor& v : views) {
     Tensor c = Tensor::empty(v.shape(), v.dtype(), v.device());
-    copy_into(c, v, stream);
+    c.copy_(v, stream);
     out.push_back(c);
   }
   return out;
@@ -81,7 +81,7 @@ Tensor triangle(const char* op, const Tensor& x, int64_t diagonal, bool lower, S
   int64_t batch = x.numel() == 0 ? 0 : x.numel() / (rows * cols);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
-  Tensor xc = contiguous(x, stream);
+  Tensor xc = x.contiguous(stream);
   DT_OPS_DISPATCH(x.device(), op, cpu::triangle(out, xc, batch, rows, cols, diagonal, lower),
                   cuda::triangle(out, xc, batch, rows, cols, diagonal, lower, stream));
   return out;

@@ -29,7 +29,7 @@ Tensor forward(const char* op, const Tensor& x, int64_t dim, bool log, Stream st
   check_defined(x, op, "x");
   check_floating(op, x, "x");
   Rows r = rows_of(op, x, dim);
-  Tensor xc = contiguous(x, stream);
+  Tensor xc = x.contiguous(stream);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
   DT_OPS_DISPATCH(x.device(), op, cpu::softmax(out, xc, r.outer, r.n, r.inner, log),
@@ -46,7 +46,7 @@ Tensor backward(const char* op, const Tensor& grad_out, const Tensor& out, int64
   DT_CHECK_ARG(grad_out.shape() == out.shape(), op, ": grad_out has shape ", shape_str(grad_out.shape()),
                " but out has shape ", shape_str(out.shape()), " (they must match)");
   Rows r = rows_of(op, out, dim);
-  Tensor gc = contiguous(grad_out, stream), oc = contiguous(out, stream);
+  Tensor gc = grad_out.contiguous(stream), oc = out.contiguous(stream);
   Tensor gx = Tensor::empty(out.shape(), out.dtype(), dev);
   if (gx.numel() == 0) return gx;
   DT_OPS_DISPATCH(dev, op, cpu::softmax_backward(gx, gc, oc, r.outer, r.n, r.inner, log),

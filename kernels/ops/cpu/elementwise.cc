@@ -3,7 +3,8 @@
 
 #include <type_traits>
 
-#include "kernels/ops/cpu/loops.h"
+#include "kernels/dispatch_bits.h"
+#include "kernels/layout.h"
 #include "kernels/ops/functors.h"
 
 namespace dt::kernels::cpu {
@@ -16,7 +17,7 @@ template <typename T>
 constexpr bool float_type_v = is_fp_v<acc_t<T>>;
 
 template <UnaryOp op, typename T>
-void unary_loop(const NdIter& it, T* out, const T* x, double scalar) {
+void unary_loop(const Layout& it, T* out, const T* x, double scalar) {
   using C = acc_t<T>;
   const C s = static_cast<C>(scalar);
   for_each_row(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
@@ -31,7 +32,7 @@ void unary_loop(const NdIter& it, T* out, const T* x, double scalar) {
 }
 
 template <BinaryOp op, typename T>
-void binary_loop(const NdIter& it, T* out, const T* a, const T* b, double scalar) {
+void binary_loop(const Layout& it, T* out, const T* a, const T* b, double scalar) {
   using C = acc_t<T>;
   const C s = static_cast<C>(scalar);
   for_each_row(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
@@ -52,7 +53,7 @@ void binary_loop(const NdIter& it, T* out, const T* a, const T* b, double scalar
 }  // namespace
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& x, double scalar) {
-  NdIter it = make_iter(unary_op_name(op), out.shape(), {&out, &x});
+  Layout it = make_layout(unary_op_name(op), {&out, &x});
   dispatch_dtype(out.dtype(), [&]<typename T>() {
     dispatch_unary_op(op, [&]<UnaryOp o>() {
       if constexpr (std::is_same_v<T, bool> || (unary_needs_float(o) && !float_type_v<T>)) {
@@ -65,7 +66,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& x, double scalar) {
 }
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double scalar) {
-  NdIter it = make_iter(binary_op_name(op), out.shape(), {&out, &a, &b});
+  Layout it = make_layout(binary_op_name(op), {&out, &a, &b});
   dispatch_dtype(out.dtype(), [&]<typename T>() {
     dispatch_binary_op(op, [&]<BinaryOp o>() {
       if constexpr (std::is_same_v<T, bool> || (binary_needs_float(o) && !float_type_v<T>)) {
@@ -78,7 +79,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
 }
 
 void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  NdIter it = make_iter(compare_op_name(op), out.shape(), {&out, &a, &b});
+  Layout it = make_layout(compare_op_name(op), {&out, &a, &b});
   bool* po = out.data<bool>();
   dispatch_dtype(a.dtype(), [&]<typename T>() {
     using C = acc_t<T>;
@@ -94,7 +95,7 @@ void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) 
 }
 
 void compare_scalar(CompareOp op, const Tensor& out, const Tensor& a, double scalar) {
-  NdIter it = make_iter(compare_op_name(op), out.shape(), {&out, &a});
+  Layout it = make_layout(compare_op_name(op), {&out, &a});
   bool* po = out.data<bool>();
   dispatch_dtype(a.dtype(), [&]<typename T>() {
     const T* pa = a.data<T>();
@@ -108,7 +109,7 @@ void compare_scalar(CompareOp op, const Tensor& out, const Tensor& a, double sca
 }
 
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-  NdIter it = make_iter("where", out.shape(), {&out, &cond, &a, &b});
+  Layout it = make_layout("where", {&out, &cond, &a, &b});
   const bool* pc = cond.data<bool>();
   // Same-dtype selection moves bits, never values.
   auto run = [&]<typename U>() {
@@ -120,16 +121,7 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
         po[off[0] + i * st[0]] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
     });
   };
-  switch (out.element_size()) {
-    case 1:
-      return run.template operator()<uint8_t>();
-    case 2:
-      return run.template operator()<uint16_t>();
-    case 4:
-      return run.template operator()<uint32_t>();
-    default:
-      return run.template operator()<uint64_t>();
-  }
+  dispatch_bits(out.element_size(), run);
 }
 
 }  // namespace dt::kernels::cpu

@@ -7,12 +7,10 @@
 
 #include "kernels/cuda/launch.cuh"
 #include "kernels/dispatch_bits.h"
+#include "kernels/layout.h"
 #include "kernels/ops/functors.h"
-#include "kernels/ops/iter.h"
 
 namespace dt::kernels::cuda {
-
-using ops_detail::NdIter;
 
 inline constexpr int kBlock = 256;
 

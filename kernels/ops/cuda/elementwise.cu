@@ -1,5 +1,5 @@
-// CUDA elementwise kernels: one grid-stride kernel per (op, dtype); the offsets come from the NdIter (a single
-// multiply when every operand collapsed to one dim).
+// CUDA elementwise kernels: one grid-stride kernel per (op, dtype); the offsets come from the Layout
+// (kernels/layout.h; a single multiply when every operand collapsed to one dim).
 #include <type_traits>
 
 #include "kernels/ops/cuda/common.cuh"
@@ -12,58 +12,58 @@ using namespace ops_detail;
 namespace {
 
 template <int N>
-__device__ inline void offsets(const NdIter& it, int64_t i, int64_t* off) {
+__device__ inline void offsets(const Layout& it, int64_t i, int64_t* off) {
   if (it.ndim == 1) {
 #pragma unroll
     for (int k = 0; k < N; ++k) off[k] = i * it.strides[k][0];
   } else {
-    iter_offsets(it, i, off);
+    layout_offsets<N>(it, i, off);
   }
 }
 
 template <UnaryOp op, typename T>
-__global__ void unary_kernel(NdIter it, T* out, const T* x, acc_t<T> s) {
+__global__ void unary_kernel(Layout it, T* out, const T* x, acc_t<T> s) {
   using C = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < it.numel; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t off[kIterMaxOperands];
+    int64_t off[kMaxOperands];
     offsets<2>(it, i, off);
     out[off[0]] = T(unary_apply<op, C>(C(x[off[1]]), s));
   }
 }
 
 template <BinaryOp op, typename T>
-__global__ void binary_kernel(NdIter it, T* out, const T* a, const T* b, acc_t<T> s) {
+__global__ void binary_kernel(Layout it, T* out, const T* a, const T* b, acc_t<T> s) {
   using C = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < it.numel; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t off[kIterMaxOperands];
+    int64_t off[kMaxOperands];
     offsets<3>(it, i, off);
     out[off[0]] = T(binary_apply<op, C>(C(a[off[1]]), C(b[off[2]]), s));
   }
 }
 
 template <CompareOp op, typename T>
-__global__ void compare_kernel(NdIter it, bool* out, const T* a, const T* b) {
+__global__ void compare_kernel(Layout it, bool* out, const T* a, const T* b) {
   using C = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < it.numel; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t off[kIterMaxOperands];
+    int64_t off[kMaxOperands];
     offsets<3>(it, i, off);
     out[off[0]] = compare_apply<op, C>(C(a[off[1]]), C(b[off[2]]));
   }
 }
 
 template <CompareOp op, typename T>
-__global__ void compare_scalar_kernel(NdIter it, bool* out, const T* a, double s) {
+__global__ void compare_scalar_kernel(Layout it, bool* out, const T* a, double s) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < it.numel; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t off[kIterMaxOperands];
+    int64_t off[kMaxOperands];
     offsets<2>(it, i, off);
     out[off[0]] = compare_apply<op, double>(to_double(a[off[1]]), s);
   }
 }
 
 template <typename U>
-__global__ void where_kernel(NdIter it, U* out, const bool* c, const U* a, const U* b) {
+__global__ void where_kernel(Layout it, U* out, const bool* c, const U* a, const U* b) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < it.numel; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t off[kIterMaxOperands];
+    int64_t off[kMaxOperands];
     offsets<4>(it, i, off);
     out[off[0]] = c[off[1]] ? a[off[2]] : b[off[3]];
   }
@@ -75,7 +75,7 @@ constexpr bool float_type_v = is_fp_v<acc_t<T>>;
 }  // namespace
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& x, double scalar, Stream stream) {
-  NdIter it = make_iter(unary_op_name(op), out.shape(), {&out, &x});
+  Layout it = make_layout(unary_op_name(op), {&out, &x});
   dispatch_dtype(out.dtype(), [&]<typename T>() {
     dispatch_unary_op(op, [&]<UnaryOp o>() {
       if constexpr (std::is_same_v<T, bool> || (unary_needs_float(o) && !float_type_v<T>)) {
@@ -91,7 +91,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& x, double scalar, Stream
 }
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double scalar, Stream stream) {
-  NdIter it = make_iter(binary_op_name(op), out.shape(), {&out, &a, &b});
+  Layout it = make_layout(binary_op_name(op), {&out, &a, &b});
   dispatch_dtype(out.dtype(), [&]<typename T>() {
     dispatch_binary_op(op, [&]<BinaryOp o>() {
       if constexpr (std::is_same_v<T, bool> || (binary_needs_float(o) && !float_type_v<T>)) {
@@ -107,7 +107,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
 }
 
 void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b, Stream stream) {
-  NdIter it = make_iter(compare_op_name(op), out.shape(), {&out, &a, &b});
+  Layout it = make_layout(compare_op_name(op), {&out, &a, &b});
   dispatch_dtype(a.dtype(), [&]<typename T>() {
     dispatch_compare_op(op, [&]<CompareOp o>() {
       compare_kernel<o, T>
@@ -118,7 +118,7 @@ void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b, 
 }
 
 void compare_scalar(CompareOp op, const Tensor& out, const Tensor& a, double scalar, Stream stream) {
-  NdIter it = make_iter(compare_op_name(op), out.shape(), {&out, &a});
+  Layout it = make_layout(compare_op_name(op), {&out, &a});
   dispatch_dtype(a.dtype(), [&]<typename T>() {
     dispatch_compare_op(op, [&]<CompareOp o>() {
       compare_scalar_kernel<o, T>
@@ -129,7 +129,7 @@ void compare_scalar(CompareOp op, const Tensor& out, const Tensor& a, double sca
 }
 
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b, Stream stream) {
-  NdIter it = make_iter("where", out.shape(), {&out, &cond, &a, &b});
+  Layout it = make_layout("where", {&out, &cond, &a, &b});
   auto run = [&]<typename U>() {
     where_kernel<U><<<grid_for(it.numel, kBlock), kBlock, 0, as_cuda(stream)>>>(
         it, static_cast<U*>(out.data_ptr()), cond.data<bool>(), static_cast<const U*>(a.data_ptr()),
