@@ -1,0 +1,103 @@
+#include "collectives/ucx/staging.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace dt::ucx {
+
+StagingExtents staging_extents(const CollectiveArgs& a, int group_size) {
+  const int64_t es = int64_t(a.elem_size()), n = group_size;
+  StagingExtents x;
+  switch (a.kind) {
+    case CollectiveKind::kAllGather:
+      x.send_bytes = a.count * es;
+      x.recv_bytes = n * a.count * es;
+      break;
+    case CollectiveKind::kReduceScatter:
+      x.send_bytes = n * a.count * es;
+      x.recv_bytes = a.count * es;
+      break;
+    case CollectiveKind::kAllReduce:
+      x.send_bytes = x.recv_bytes = a.count * es;
+      break;
+    case CollectiveKind::kBroadcast:
+      x.recv_bytes = a.count * es;  // one buffer, staged as the receive side
+      break;
+    case CollectiveKind::kAllToAll:
+      x.send_bytes = x.recv_bytes = n * a.count * es;
+      break;
+    case CollectiveKind::kAllToAllV:
+      for (size_t j = 0; j < size_t(n); ++j) {
+        if (a.send_counts[j] > 0) x.send_bytes = std::max(x.send_bytes, (a.send_displs[j] + a.send_counts[j]) * es);
+        if (a.recv_counts[j] > 0) x.recv_bytes = std::max(x.recv_bytes, (a.recv_displs[j] + a.recv_counts[j]) * es);
+      }
+      break;
+    case CollectiveKind::kSend:
+      x.send_bytes = a.count * es;
+      break;
+    case CollectiveKind::kRecv:
+      x.recv_bytes = a.count * es;
+      break;
+    case CollectiveKind::kBarrier:
+      break;
+  }
+  return x;
+}
+
+bool leaves_receive_gaps(const CollectiveArgs& a) {
+  return a.kind == CollectiveKind::kAllToAllV || a.kind == CollectiveKind::kBroadcast;
+}
+
+StagedCall::StagedCall(const CollectiveArgs& a, int group_size, const StagingOps& ops) : host_(a), upload_(ops.upload) {
+  DT_ASSERT(!a.has_views(), "staging: strided views on a device are not supported");
+  const StagingExtents x = staging_extents(a, group_size);
+  const char* dsend = static_cast<const char*>(a.send);
+  char* drecv = static_cast<char*>(a.recv);
+  host_.device = Device::cpu();
+  host_.stream = Stream{};
+  // Nothing to stage on a side: no device address reaches the host call (a call with no elements still sends empty
+  // messages).
+  host_.send = nullptr;
+  host_.recv = nullptr;
+  bool downloaded = false;
+  auto download = [&](void* host, const void* device, int64_t bytes) {
+    ops.download(host, device, size_t(bytes));
+    downloaded = true;
+  };
+  if (x.send_bytes > 0 && x.recv_bytes > 0 && dsend < drecv + x.recv_bytes && drecv < dsend + x.send_bytes) {
+    // One host region covers both buffers (the in-place layouts); downloading all of it keeps any gap too.
+    const char* lo = std::min<const char*>(dsend, drecv);
+    const int64_t region = std::max<const char*>(dsend + x.send_bytes, drecv + x.recv_bytes) - lo;
+    recv_buf_ = ops.host_buffer(size_t(region));
+    download(recv_buf_.get(), lo, region);
+    host_.send = recv_buf_.get() + (dsend - lo);
+    host_.recv = recv_buf_.get() + (drecv - lo);
+  } else {
+    if (x.send_bytes > 0) {
+      send_buf_ = ops.host_buffer(size_t(x.send_bytes));
+      download(send_buf_.get(), dsend, x.send_bytes);
+      host_.send = send_buf_.get();
+    }
+    if (x.recv_bytes > 0) {
+      recv_buf_ = ops.host_buffer(size_t(x.recv_bytes));
+      if (leaves_receive_gaps(a)) download(recv_buf_.get(), drecv, x.recv_bytes);
+      host_.recv = recv_buf_.get();
+    }
+    if (a.kind == CollectiveKind::kBroadcast) host_.send = host_.recv;
+  }
+  if (downloaded) ops.wait_downloads();
+  if (x.recv_bytes > 0) {
+    device_recv_ = drecv;
+    host_recv_ = static_cast<const char*>(host_.recv);
+    recv_bytes_ = x.recv_bytes;
+  }
+}
+
+std::function<void()> StagedCall::upload() const {
+  if (recv_bytes_ == 0) return [send = send_buf_] {};
+  return [send = send_buf_, recv = recv_buf_, dst = device_recv_, src = host_recv_, n = size_t(recv_bytes_),
+          up = upload_] { up(dst, src, n); };
+}
+
+}  // namespace dt::ucx
