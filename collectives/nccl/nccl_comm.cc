@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "kernels/reduce.h"
@@ -785,6 +786,10 @@ WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
     if (e == cudaSuccess) e = cudaStreamWaitEvent(st.stream, ready, 0);
     st.release_event(ready);
     nccl_detail::check_cuda(e, desc + ": ordering after the caller's stream");
+    // The internal stream uses the buffers: freed early, they must not be reused before it is done with them.
+    Allocator& pool = allocator_for(st.device);
+    pool.record_stream(a.send, Stream{st.stream});
+    pool.record_stream(a.recv, Stream{st.stream});
     if (p2p) {
       work = std::make_shared<NcclWork>(state_, st.acquire_event(), desc, caller, false);
       st.pending_p2p.push_back({a, work});
