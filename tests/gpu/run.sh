@@ -54,6 +54,7 @@ configure_and_build() {  # BUILD_DIR EXTRA_TARGETS...
   if [ ! -f "$build/build.ninja" ]; then
     meson setup "$build" -Dcuda=enabled -Dgpu_archs="${GPU_ARCHS:-90}" -Dbuildtype=debugoptimized
   fi
+  ninja -C "$build" build.ninja >/dev/null  # reconfigure first when a meson.build changed: the test list may have
   local targets
   targets=$(gpu_targets "$build")
   if [ -z "$targets" ]; then
@@ -73,7 +74,8 @@ pack)
   t0=$(date +%s)
   configure_and_build "$build" tests/gpu/gpu_bench
   rm -rf "$dir"
-  mkdir -p "$dir/bin" "$dir/lib"
+  stage=$dir/stage  # bin/ and lib/, compressed into payload.tar.xz at the end
+  mkdir -p "$stage/bin" "$stage/lib"
   # tests.json: each gpu test as run.sh run will run it (paths into the build folder become bin/<name>).
   meson introspect --tests "$build" | "$py" -c '
 import json, os, sys
@@ -84,8 +86,9 @@ for t in json.load(sys.stdin):
         continue
     cmd = []
     for a in t["cmd"] + t.get("args", []):
-        if os.path.isabs(a) and os.path.realpath(a).startswith(build + os.sep):
-            bins.add(os.path.realpath(a))
+        f = os.path.realpath(a if os.path.isabs(a) else os.path.join(build, a))
+        if f.startswith(build + os.sep) and os.path.isfile(f):
+            bins.add(f)
             a = "bin/" + os.path.basename(a)
         cmd.append(a)
     env = {k: v for k, v in t.get("env", {}).items() if k.startswith("DT_") or k.startswith("UCX_")}
@@ -96,12 +99,12 @@ print("\n".join(sorted(bins)))
 ' "$build" "$dir/tests.json" > "$dir/.bins"
   echo "$build/tests/gpu/gpu_bench" >> "$dir/.bins"
   while read -r b; do
-    cp "$b" "$dir/bin/"
-    strip --strip-unneeded "$dir/bin/$(basename "$b")"
+    cp "$b" "$stage/bin/"
+    strip --strip-unneeded "$stage/bin/$(basename "$b")"
   done < "$dir/.bins"
   rm "$dir/.bins"
   # Shared libraries: everything ldd resolves outside the C/C++ runtime and the CUDA folder (see the header).
-  for b in "$dir"/bin/*; do ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; done | sort -u |
+  for b in "$stage"/bin/*; do ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; done | sort -u |
     while read -r lib; do
       name=$(basename "$lib")
       case "$lib" in
@@ -111,22 +114,24 @@ print("\n".join(sorted(bins)))
         libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libgcc_s.so* | libstdc++.so*) continue ;;
         libcuda.so* | libcudart.so* | libnccl.so* | libcublas*) continue ;;
       esac
-      cp -L "$lib" "$dir/lib/$name"
-      strip --strip-unneeded "$dir/lib/$name" 2>/dev/null || true
+      cp -L "$lib" "$stage/lib/$name"
+      strip --strip-unneeded "$stage/lib/$name" 2>/dev/null || true
     done
   # UCX loads its transports as modules from <libucs folder>/ucx.
-  ucs=$(ldd "$dir/bin/dtrun" "$dir"/bin/* 2>/dev/null | awk '$1 ~ /^libucs\.so/ {print $3; exit}')
+  ucs=$(ldd "$stage"/bin/* 2>/dev/null | awk '$1 ~ /^libucs\.so/ {print $3; exit}')
   if [ -n "$ucs" ] && [ -d "$(dirname "$ucs")/ucx" ]; then
-    mkdir -p "$dir/lib/ucx"
-    cp -L "$(dirname "$ucs")"/ucx/*.so* "$dir/lib/ucx/" 2>/dev/null || true
+    mkdir -p "$stage/lib/ucx"
+    cp -L "$(dirname "$ucs")"/ucx/*.so* "$stage/lib/ucx/" 2>/dev/null || true
     # Modules that need libraries this machine's UCX was built against but the pack lacks are left out by UCX.
   fi
   git -C "$root" rev-parse --short HEAD > "$dir/COMMIT" 2>/dev/null || true
-  { echo "packed $(date -u +%FT%TZ) from $(cat "$dir/COMMIT" 2>/dev/null) on $(uname -n)"; ls -la "$dir/bin"; } > "$dir/PACKED"
+  { echo "packed $(date -u +%FT%TZ) from $(cat "$dir/COMMIT" 2>/dev/null) on $(uname -n)"; ls -lR "$stage"; } > "$dir/PACKED"
+  raw=$(du -sm "$stage" | cut -f1)
+  tar -C "$stage" -cf - bin lib | xz -6 -T2 > "$dir/payload.tar.xz"
+  rm -rf "$stage"
   size=$(du -sm "$dir" | cut -f1)
-  echo "run.sh: packed $(find "$dir/bin" -type f | wc -l) binaries and $(find "$dir/lib" -name '*.so*' | wc -l)" \
-       "libraries (UCX modules included) into" \
-       "$dir: ${size} MB, $(($(date +%s) - t0)) s"
+  echo "run.sh: packed $(grep -c '^-' "$dir/PACKED") files (binaries, libraries, UCX modules; ${raw} MB stripped)" \
+       "into $dir/payload.tar.xz: ${size} MB in all, $(($(date +%s) - t0)) s"
   [ "$size" -lt 64 ] || echo "run.sh: WARNING: $dir is over the device tool's 64 MiB carry limit" >&2
   ;;
 
@@ -134,13 +139,18 @@ run)
   cd "$root"
   dir=$(cd "${1:-gpu-pack}" && pwd)
   [ -f "$dir/tests.json" ] || { echo "run.sh: $dir/tests.json not found: run 'tests/gpu/run.sh pack' first" >&2; exit 2; }
-  if [ -z "${DT_GPU_RUN_INNER:-}" ]; then  # one outer timeout for everything
-    DT_GPU_RUN_INNER=1 exec timeout --kill-after=15 "${GPU_RUN_TIMEOUT:-480}" "$0" run "$dir"
+  if [ -z "${GPU_RUN_INNER:-}" ]; then  # one outer timeout for everything
+    GPU_RUN_INNER=1 exec timeout --kill-after=15 "${GPU_RUN_TIMEOUT:-480}" "$0" run "$dir"
   fi
   t0=$(date +%s)
+  pack=$dir
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-pack.XXXXXX")  # the pack's folder may be read-only
+  trap 'rm -rf "$dir"' EXIT
+  xz -dc "$pack/payload.tar.xz" | tar -C "$dir" -xf -
+  cp "$pack/tests.json" "$pack/COMMIT" "$dir/" 2>/dev/null || true
   export LD_LIBRARY_PATH="$dir/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   [ -d "$dir/lib/ucx" ] && export UCX_MODULE_DIR="$dir/lib/ucx"
-  logs=${OUT:-$dir}/gpu-logs
+  logs=${OUT:-$pack}/gpu-logs
   mkdir -p "$logs"
   echo "run.sh: pack $(cat "$dir/COMMIT" 2>/dev/null || echo '?'), logs in $logs"
   if command -v nvidia-smi >/dev/null; then
