@@ -118,7 +118,7 @@ print("\n".join(sorted(bins)))
       strip --strip-unneeded "$stage/lib/$name" 2>/dev/null || true
     done
   # UCX loads its transports as modules from <libucs folder>/ucx.
-  ucs=$(ldd "$stage"/bin/* 2>/dev/null | awk '$1 ~ /^libucs\.so/ {print $3; exit}')
+  ucs=$(ldd "$stage"/bin/* 2>/dev/null | awk '$1 ~ /^libucs\.so/ && !seen++ {print $3}')
   if [ -n "$ucs" ] && [ -d "$(dirname "$ucs")/ucx" ]; then
     mkdir -p "$stage/lib/ucx"
     cp -L "$(dirname "$ucs")"/ucx/*.so* "$stage/lib/ucx/" 2>/dev/null || true
