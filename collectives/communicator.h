@@ -13,7 +13,8 @@
 //   broadcast       buf: count on every rank; root's values win
 //   all_to_all      send: size*count     recv: size*count     block j of send goes to rank j
 //   all_to_allv     per-peer counts and displacements (elements) on both sides
-//   send / recv     point to point with a peer (matched in call order per peer)
+//   send / recv     point to point with a peer (matched in call order per peer); post every send and recv of an
+//                   exchange before waiting on any of them (NCCL issues them together at the first wait)
 //   *_views         strided views instead of buffers (see "strided views" below)
 // ReduceOp::kAvg divides the sum by the group size (integers: truncating, like ncclAvg).
 //

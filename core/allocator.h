@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 
 #include "core/device.h"
 
@@ -22,9 +23,30 @@ class Allocator {
   virtual size_t allocated_bytes() const = 0;
   virtual size_t peak_allocated_bytes() const = 0;
   virtual size_t cached_bytes() const = 0;
+  // Declares that work queued on `stream` uses the block holding `ptr` (any address inside a block from allocate()):
+  // once deallocated, the block is not handed out again before the work queued on `stream` up to the deallocation
+  // has finished (Note [Stream-safe frees] in allocator.cc). No-op on the CPU and for addresses from elsewhere.
+  virtual void record_stream(const void* ptr, Stream stream) {
+    (void)ptr;
+    (void)stream;
+  }
 };
 
 // The process-wide pool for `device` (created on first use; never destroyed).
 Allocator& allocator_for(const Device& device);
+
+// Events on streams, as a device pool uses them to order the reuse of freed blocks (CUDA events in production).
+class StreamEvents {
+ public:
+  virtual ~StreamEvents() = default;
+  virtual void* record(Stream stream) = 0;  // an event marking the work queued on `stream` so far
+  virtual bool query(void* event) = 0;      // whether that work finished
+  virtual void synchronize(void* event) = 0;
+  virtual void destroy(void* event) = 0;
+};
+
+// A caching pool over host memory whose frees are ordered by `events` as a device pool's are: for tests of that
+// bookkeeping without a device.
+std::unique_ptr<Allocator> make_stream_ordered_pool_for_testing(std::shared_ptr<StreamEvents> events);
 
 }  // namespace dt

@@ -15,6 +15,7 @@
 #include "collectives/debug_communicator.h"
 #include "collectives/exchange.h"
 #include "collectives/flight_recorder.h"
+#include "core/allocator.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "kernels/reduce.h"
@@ -160,6 +161,7 @@ struct NcclState {
   int rank = 0, size = 1;
   std::vector<int> global_ranks;
   Work::Duration timeout{0};
+  Work::Duration init_timeout{0};  // deadline of splits (creation has its own, NcclOptions)
 
   std::mutex mu;              // serializes calls on `comm` (NCCL communicators are not thread-safe)
   ncclComm_t comm = nullptr;  // null once aborted or destroyed
@@ -175,6 +177,13 @@ struct NcclState {
 
   std::mutex events_mu;
   std::vector<cudaEvent_t> free_events;
+
+  // Queued send/recv, issued as one NCCL group by flush_p2p() (Note [NCCL point-to-point groups]). Guarded by mu.
+  struct PendingP2p {
+    CollectiveArgs args;
+    std::shared_ptr<NcclWork> work;
+  };
+  std::vector<PendingP2p> pending_p2p;
 
   std::mutex works_mu;
   std::vector<std::shared_ptr<NcclWork>> inflight;
@@ -193,6 +202,10 @@ struct NcclState {
   cudaEvent_t acquire_event();
   void release_event(cudaEvent_t e);
   void track(std::shared_ptr<NcclWork> w);
+  // Issues the queued send/recv as one group. Called with `mu` held and the device set; throws like an enqueue.
+  void flush_p2p_locked();
+  // The same from a Work: takes `mu`, sets the device, aborts the communicator when issuing fails.
+  void flush_p2p();
   // Fails pending Works (`timed_out` with a TimeoutError, the others with RemoteError) and aborts the NCCL
   // communicator. Must not be called with `mu` held.
   void abort(const std::string& why, const NcclWork* timed_out = nullptr);
@@ -204,13 +217,27 @@ struct NcclState {
 
 class NcclWork final : public Work {
  public:
-  NcclWork(std::shared_ptr<NcclState> st, cudaEvent_t ev, std::string description)
-      : st_(std::move(st)), ev_(ev), desc_(std::move(description)), start_(Clock::now()) {}
+  // `issued`: whether `ev` was recorded already (false for a queued send/recv, recorded when its group is issued).
+  NcclWork(std::shared_ptr<NcclState> st, cudaEvent_t ev, std::string description, cudaStream_t caller, bool issued)
+      : st_(std::move(st)),
+        ev_(ev),
+        desc_(std::move(description)),
+        start_(Clock::now()),
+        caller_(caller),
+        issued_(issued) {}
   ~NcclWork() override { st_->release_event(ev_); }
 
+  // Blocks the host until the operation finished, after making the caller's stream wait for it too (so that work
+  // the caller queues on that stream afterwards is ordered after the collective on the device as well, whatever the
+  // host does).
   void wait(Duration timeout) override {
     if (timeout.count() < 0) timeout = st_->timeout;
     const auto deadline = Clock::now() + timeout;
+    if (!issued_.load()) st_->flush_p2p();
+    if (issued_.load()) {
+      DeviceGuard guard(st_->device.index);
+      if (cudaStreamWaitEvent(caller_, ev_, 0) != cudaSuccess) cudaGetLastError();  // the poll below reports errors
+    }
     int spins = 0;
     while (!poll()) {
       if (Clock::now() >= deadline)
@@ -225,8 +252,14 @@ class NcclWork final : public Work {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_) std::rethrow_exception(error_);
   }
-  bool is_completed() override { return poll(); }
+  bool is_completed() override {
+    if (!issued_.load()) st_->flush_p2p();
+    return poll();
+  }
+  // is_completed() without issuing queued send/recv (the watchdog must not split a group the caller is building).
+  bool check() { return poll(); }
   std::exception_ptr error() override {
+    if (!issued_.load()) st_->flush_p2p();
     poll();
     std::lock_guard<std::mutex> lock(mu_);
     return error_;
@@ -242,6 +275,9 @@ class NcclWork final : public Work {
     note_finished(false);
   }
   Clock::time_point start() const { return start_; }
+  bool issued() const { return issued_.load(); }
+  cudaEvent_t event() const { return ev_; }
+  void mark_issued() { issued_.store(true); }
 
  private:
   // True once finished: the completion event fired, or an error was recorded.
@@ -250,6 +286,7 @@ class NcclWork final : public Work {
       std::lock_guard<std::mutex> lock(mu_);
       if (done_ || error_) return true;
     }
+    if (!issued_.load()) return false;  // an event never recorded reads as complete
     cudaError_t e;
     {
       DeviceGuard guard(st_->device.index);
@@ -278,6 +315,8 @@ class NcclWork final : public Work {
   cudaEvent_t ev_;
   std::string desc_;
   Clock::time_point start_;
+  cudaStream_t caller_;
+  std::atomic<bool> issued_;
   std::mutex mu_;
   bool done_ = false;
   std::exception_ptr error_;
@@ -392,7 +431,7 @@ void NcclState::check_once() {
   const NcclWork* late = nullptr;
   std::vector<const NcclWork*> finished;
   for (auto& w : works) {
-    if (w->is_completed()) {
+    if (w->check()) {
       finished.push_back(w.get());
     } else if (late == nullptr && now - w->start() > timeout) {
       late = w.get();
@@ -405,7 +444,11 @@ void NcclState::check_once() {
     });
   }
   if (late != nullptr) {
-    abort(str_cat(late->describe(), " did not complete within ", seconds(timeout), " s (watchdog)"), late);
+    abort(str_cat(late->describe(), " did not complete within ", seconds(timeout), " s (watchdog)",
+                  late->issued() ? ""
+                                 : "; it was never issued: queued send/recv are issued by wait() or is_completed() "
+                                   "on one of them, or by the next collective"),
+          late);
     return;
   }
   // Asynchronous errors (a peer died, a network failure). An enqueue holding `mu` polls the same state itself.
@@ -427,14 +470,19 @@ using nccl_detail::NcclWork;
 
 namespace {
 
+// Initialization and splits wait for every peer to arrive and NCCL to set up its transports, which takes seconds
+// on a cold node: a short operation timeout (a watchdog test uses 0.3 s) must not bound them.
+constexpr Work::Duration kMinInitTimeout = std::chrono::minutes(2);
+
 std::shared_ptr<NcclState> make_state(ncclComm_t comm, Device device, int rank, int size, std::vector<int> globals,
-                                      Work::Duration timeout) {
+                                      Work::Duration timeout, Work::Duration init_timeout) {
   auto st = std::make_shared<NcclState>();
   st->device = device;
   st->rank = rank;
   st->size = size;
   st->global_ranks = std::move(globals);
   st->timeout = timeout;
+  st->init_timeout = init_timeout;
   st->comm = comm;
   nccl_detail::DeviceGuard guard(device.index);
   nccl_detail::check_cuda(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -472,6 +520,9 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(int rank, int size, D
   DT_CHECK_ARG(device.is_cuda(), "NcclCommunicator::create: NCCL needs a CUDA device, got ", device);
   DT_CHECK_ARG(bool(exchange), "NcclCommunicator::create: no bootstrap exchange given");
   DT_CHECK_ARG(options.timeout.count() > 0, "NcclCommunicator::create: timeout must be positive");
+  DT_CHECK_ARG(options.init_timeout.count() >= 0, "NcclCommunicator::create: init_timeout must not be negative");
+  const Work::Duration init_timeout =
+      options.init_timeout.count() > 0 ? options.init_timeout : std::max(options.timeout, kMinInitTimeout);
   check_device_usable(device);
   nccl_detail::DeviceGuard guard(device.index);
   const std::string what = str_cat("NCCL init of rank ", rank, "/", size, " on ", device);
@@ -494,7 +545,7 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(int rank, int size, D
   try {
     if (r == ncclSuccess || r == ncclInProgress) {
       if (comm == nullptr) nccl_detail::throw_nccl(ncclInternalError, what + ": no communicator returned", nullptr);
-      r = nccl_detail::poll_ready(comm, Clock::now() + options.timeout, nullptr, what, options.timeout);
+      r = nccl_detail::poll_ready(comm, Clock::now() + init_timeout, nullptr, what, init_timeout);
     }
     if (r != ncclSuccess) nccl_detail::throw_nccl(r, what, comm);
   } catch (...) {
@@ -505,7 +556,7 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(int rank, int size, D
   for (int i = 0; i < size; ++i) globals[size_t(i)] = i;
   std::shared_ptr<NcclState> st;
   try {
-    st = make_state(comm, device, rank, size, std::move(globals), options.timeout);
+    st = make_state(comm, device, rank, size, std::move(globals), options.timeout, init_timeout);
   } catch (...) {
     ncclCommAbort(comm);
     throw;
@@ -668,10 +719,8 @@ void issue(NcclState& st, const CollectiveArgs& a, const std::string& what) {
       exchange(a.send_counts, a.send_displs, a.recv_counts, a.recv_displs);
       break;
     case CollectiveKind::kSend:
-      check(ncclSend(a.send, size_t(a.count), t, a.peer, c, s), "ncclSend");
-      break;
     case CollectiveKind::kRecv:
-      check(ncclRecv(a.recv, size_t(a.count), t, a.peer, c, s), "ncclRecv");
+      DT_ASSERT(false, what, ": send/recv are issued in groups (flush_p2p_locked)");
       break;
     case CollectiveKind::kBarrier:
       check(ncclAllReduce(st.scratch, st.scratch, 1, ncclInt32, ncclSum, c, s), "ncclAllReduce (barrier)");
@@ -680,6 +729,56 @@ void issue(NcclState& st, const CollectiveArgs& a, const std::string& what) {
 }
 
 }  // namespace
+
+// Note [NCCL point-to-point groups]
+// NCCL runs each ungrouped ncclSend/ncclRecv to completion in stream order on the communicator's one stream, so
+// "recv from the left, then send to the right" on every rank deadlocks: every recv waits for a send queued behind
+// another recv. Like the other backends, a send and a recv must be able to be posted in any order. So send/recv are
+// queued here (the internal stream already ordered after the caller's) and issued together in one
+// ncclGroupStart/End when a Work of one of them is waited on or tested, or before the next collective. The rule for
+// callers (communicator.h): post every send and recv of an exchange before waiting on any of them.
+
+void NcclState::flush_p2p_locked() {
+  if (pending_p2p.empty()) return;
+  std::vector<PendingP2p> batch;
+  batch.swap(pending_p2p);
+  const std::string what = str_cat("send/recv group of ", batch.size(), " on ", label());
+  if (comm == nullptr) {
+    for (auto& p : batch)
+      p.work->fail(std::make_exception_ptr(
+          RemoteError(str_cat(p.work->describe(), " failed: ", label(), " was aborted: ", abort_reason()))));
+    return;
+  }
+  const auto deadline = Clock::now() + timeout;
+  ncclResult_t r = ncclGroupStart();
+  if (r == ncclSuccess) {
+    for (auto& p : batch) {
+      const CollectiveArgs& a = p.args;
+      const ncclDataType_t t = nccl_detail::nccl_type(a.dtype);
+      r = a.kind == CollectiveKind::kSend ? ncclSend(a.send, size_t(a.count), t, a.peer, comm, stream)
+                                          : ncclRecv(a.recv, size_t(a.count), t, a.peer, comm, stream);
+      if (r != ncclSuccess && r != ncclInProgress) break;
+    }
+    const ncclResult_t end = ncclGroupEnd();  // always close the group
+    if (r == ncclSuccess || r == ncclInProgress) r = end;
+  }
+  if (r == ncclInProgress) r = nccl_detail::poll_ready(comm, deadline, &aborted, what, timeout);
+  if (r != ncclSuccess) nccl_detail::throw_nccl(r, what, comm);
+  for (auto& p : batch) {
+    nccl_detail::check_cuda(cudaEventRecord(p.work->event(), stream), what + ": cudaEventRecord");
+    p.work->mark_issued();
+  }
+}
+
+void NcclState::flush_p2p() {
+  try {
+    nccl_detail::DeviceGuard guard(device.index);
+    std::lock_guard<std::mutex> lock(mu);
+    flush_p2p_locked();
+  } catch (const std::exception& e) {
+    abort(str_cat("issuing queued send/recv failed: ", e.what()));
+  }
+}
 
 WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
   NcclState& st = *state_;
@@ -690,6 +789,8 @@ WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
   };
   if (st.aborted.load()) return completed_work(desc, aborted_error());
   if (nothing_to_do(a)) return completed_work(desc);
+  const bool p2p = a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv;
+  const auto caller = static_cast<cudaStream_t>(a.stream.handle);
   nccl_detail::DeviceGuard guard(st.device.index);
   std::shared_ptr<NcclWork> work;
   try {
@@ -697,18 +798,28 @@ WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
     if (st.comm == nullptr) return completed_work(desc, aborted_error());
     // Stream order: the internal stream waits for what the caller queued on its stream so far.
     cudaEvent_t ready = st.acquire_event();
-    cudaError_t e = cudaEventRecord(ready, static_cast<cudaStream_t>(a.stream.handle));
+    cudaError_t e = cudaEventRecord(ready, caller);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(st.stream, ready, 0);
     st.release_event(ready);
     nccl_detail::check_cuda(e, desc + ": ordering after the caller's stream");
-    issue(st, a, desc);
-    cudaEvent_t done = st.acquire_event();
-    e = cudaEventRecord(done, st.stream);
-    if (e != cudaSuccess) {
-      st.release_event(done);
-      nccl_detail::check_cuda(e, desc + ": cudaEventRecord");
+    // The internal stream uses the buffers: freed early, they must not be reused before it is done with them.
+    Allocator& pool = allocator_for(st.device);
+    pool.record_stream(a.send, Stream{st.stream});
+    pool.record_stream(a.recv, Stream{st.stream});
+    if (p2p) {
+      work = std::make_shared<NcclWork>(state_, st.acquire_event(), desc, caller, false);
+      st.pending_p2p.push_back({a, work});
+    } else {
+      st.flush_p2p_locked();
+      issue(st, a, desc);
+      cudaEvent_t done = st.acquire_event();
+      e = cudaEventRecord(done, st.stream);
+      if (e != cudaSuccess) {
+        st.release_event(done);
+        nccl_detail::check_cuda(e, desc + ": cudaEventRecord");
+      }
+      work = std::make_shared<NcclWork>(state_, done, desc, caller, true);
     }
-    work = std::make_shared<NcclWork>(state_, done, desc);
   } catch (const InvalidArgument&) {
     throw;  // a bad call, the communicator is fine
   } catch (const std::exception& e) {
@@ -741,8 +852,8 @@ std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
     ncclConfig_t cfg = nccl_detail::nonblocking_config();
     ncclResult_t r = ncclCommSplit(st.comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &nc, &cfg);
     if (r == ncclSuccess || r == ncclInProgress)
-      r = nccl_detail::poll_ready(nc != nullptr ? nc : st.comm, Clock::now() + st.timeout, &st.aborted, what,
-                                  st.timeout);
+      r = nccl_detail::poll_ready(nc != nullptr ? nc : st.comm, Clock::now() + st.init_timeout, &st.aborted, what,
+                                  st.init_timeout);
     if (r != ncclSuccess) nccl_detail::throw_nccl(r, what, st.comm);
   } catch (const InvalidArgument&) {
     if (nc != nullptr) ncclCommAbort(nc);
@@ -759,7 +870,7 @@ std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   DT_ASSERT(nc != nullptr && new_rank >= 0, what, ": no communicator for a non-negative color");
   std::shared_ptr<NcclState> ns;
   try {
-    ns = make_state(nc, st.device, new_rank, int(globals.size()), std::move(globals), st.timeout);
+    ns = make_state(nc, st.device, new_rank, int(globals.size()), std::move(globals), st.timeout, st.init_timeout);
   } catch (...) {
     ncclCommAbort(nc);
     throw;

@@ -3,8 +3,12 @@
 // - One NCCL communicator (non-blocking config, so that it can be aborted) and one internal stream per
 //   communicator. Each call records an event on the caller's stream (CollectiveArgs::stream; nullptr is the legacy
 //   default stream), makes the internal stream wait for it, issues the NCCL call on the internal stream and
-//   records a completion event. The Work polls that event: wait() blocks the host until the operation finished
-//   (or its deadline passed); it does not make the caller's stream wait.
+//   records a completion event. wait() makes the caller's stream wait for that event (so work queued there
+//   afterwards is ordered after the collective on the device) and blocks the host until the operation finished (or
+//   its deadline passed).
+// - send/recv are queued and issued together, as one NCCL group, when a Work of one of them is waited on or tested,
+//   or before the next collective (Note [NCCL point-to-point groups] in nccl_comm.cc): post every send and recv of an
+//   exchange before waiting on any of them.
 // - A watchdog thread turns operations that run past the communicator's timeout and asynchronous NCCL errors
 //   (ncclCommGetAsyncError) into errors on every pending Work and aborts the communicator (ncclCommAbort). After an
 //   abort every call fails with dt::RemoteError naming the reason.
@@ -28,8 +32,11 @@
 namespace dt {
 
 struct NcclOptions {
-  // Deadline of initialization, splits and every operation (the watchdog aborts the communicator past it).
+  // Deadline of every operation (the watchdog aborts the communicator past it).
   Work::Duration timeout = default_timeout();
+  // Deadline of initialization and of splits (every peer must arrive, NCCL sets up its transports): 0 means the
+  // larger of `timeout` and 2 minutes, so that a short operation timeout does not bound them.
+  Work::Duration init_timeout{0};
   // Key of the ncclUniqueId in the bootstrap exchange: make it unique per communicator created over one store.
   std::string key = "nccl/unique_id";
 };

@@ -1,6 +1,7 @@
 #include "collectives/ucx/ucx_communicator.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -9,6 +10,7 @@
 #include "collectives/debug_communicator.h"
 #include "collectives/exchange.h"
 #include "collectives/ucx/algorithms.h"
+#include "collectives/ucx/staging.h"
 #include "collectives/ucx/tag.h"
 #include "collectives/ucx/worker.h"
 #include "core/config.h"
@@ -186,77 +188,96 @@ void check_cuda(cudaError_t e, const char* what) {
   if (e != cudaSuccess) DT_THROW(CudaError, "UCX staging: ", what, " failed: ", cudaGetErrorString(e));
 }
 
-std::shared_ptr<char> pinned(size_t bytes) {
-  void* p = nullptr;
-  check_cuda(cudaMallocHost(&p, std::max<size_t>(bytes, 1)), "cudaMallocHost");
-  return std::shared_ptr<char>(static_cast<char*>(p), [](char* q) { cudaFreeHost(q); });
-}
+// Pinned host blocks for staging, reused across calls. A block comes back with an event recorded on the stream of
+// the call that used it (after its upload was enqueued) and is handed out again only once that event fired, so no
+// call waits for the device under the worker lock and no pinned memory is allocated per call once warm.
+class PinnedPool {
+ public:
+  static PinnedPool& instance() {
+    static auto* pool = new PinnedPool();  // never destroyed: blocks may come back during static destruction
+    return *pool;
+  }
+
+  std::shared_ptr<char> acquire(size_t bytes, int device, cudaStream_t stream) {
+    const size_t size = std::max<size_t>(std::bit_ceil(std::max<size_t>(bytes, 1)), kMinBlock);
+    char* p = nullptr;
+    cudaEvent_t ev = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < free_.size(); ++i) {
+        Block& b = free_[i];
+        if (b.size != size) continue;
+        const cudaError_t q = cudaEventQuery(b.event);
+        if (q == cudaErrorNotReady) {
+          cudaGetLastError();
+          continue;
+        }
+        check_cuda(q, "cudaEventQuery");
+        p = b.data;
+        ev = b.event;
+        free_[i] = free_.back();
+        free_.pop_back();
+        break;
+      }
+    }
+    if (p == nullptr) {
+      void* q = nullptr;
+      check_cuda(cudaMallocHost(&q, size), "cudaMallocHost");
+      p = static_cast<char*>(q);
+      check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    }
+    return std::shared_ptr<char>(
+        p, [this, size, ev, device, stream](char* data) { release(data, size, ev, device, stream); });
+  }
+
+ private:
+  static constexpr size_t kMinBlock = size_t(64) << 10;
+  struct Block {
+    char* data;
+    size_t size;
+    cudaEvent_t event;
+  };
+
+  void release(char* data, size_t size, cudaEvent_t ev, int device, cudaStream_t stream) {
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+    cudaSetDevice(device);
+    if (cudaEventRecord(ev, stream) != cudaSuccess)
+      cudaStreamSynchronize(stream);  // the block must not be reused early
+    cudaGetLastError();
+    if (prev >= 0 && prev != device) cudaSetDevice(prev);
+    std::lock_guard<std::mutex> lock(mu_);
+    free_.push_back({data, size, ev});
+  }
+
+  std::mutex mu_;
+  std::vector<Block> free_;
+};
 }  // namespace
 
-// Device buffers without NCCL: copy the input to pinned host memory (on the caller's stream), run the host
-// collective, copy the result back on completion.
+// Device buffers without NCCL: the call runs on pinned host copies (Note [Staging device buffers] in staging.h).
+// Downloads run on the caller's stream and the caller waits for them here, outside the worker lock; the upload is
+// enqueued on that stream when the host call succeeded, so the caller's later work on that stream sees the result.
 WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
   static std::once_flag logged;
   std::call_once(logged, [] {
     DT_LOG_INFO("ucx: device buffers are staged through pinned host memory (slow); NCCL is the backend for GPUs");
   });
-  int64_t send_bytes = a.send_bytes(size()), recv_bytes = a.recv_bytes(size());
   check_cuda(cudaSetDevice(a.device.index), "cudaSetDevice");
-  auto stream = static_cast<cudaStream_t>(a.stream.handle);
-  const char* dsend = static_cast<const char*>(a.send);
-  char* drecv = static_cast<char*>(a.recv);
-  if (a.kind == CollectiveKind::kBroadcast) send_bytes = 0;  // one buffer, staged as the receive side
-  // One host region covers both buffers when they overlap (the in-place layouts).
-  const char* lo = nullptr;
-  int64_t region = 0;
-  bool shared = false;
-  if (send_bytes > 0 && recv_bytes > 0 && dsend < drecv + recv_bytes && drecv < dsend + send_bytes) {
-    shared = true;
-    lo = std::min<const char*>(dsend, drecv);
-    region = std::max<const char*>(dsend + send_bytes, drecv + recv_bytes) - lo;
-  }
-  std::shared_ptr<char> hsend, hrecv;
-  CollectiveArgs h = a;
-  h.device = Device::cpu();
-  h.stream = Stream{};
-  if (shared) {
-    hrecv = pinned(size_t(region));
-    check_cuda(cudaMemcpyAsync(hrecv.get(), lo, size_t(region), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
-    h.send = hrecv.get() + (dsend - lo);
-    h.recv = hrecv.get() + (drecv - lo);
-  } else {
-    // Nothing to stage on a side: no device address reaches UCX (a call with no elements still sends empty messages).
-    if (send_bytes == 0) h.send = nullptr;
-    if (recv_bytes == 0) h.recv = nullptr;
-    if (send_bytes > 0) {
-      hsend = pinned(size_t(send_bytes));
-      check_cuda(cudaMemcpyAsync(hsend.get(), dsend, size_t(send_bytes), cudaMemcpyDeviceToHost, stream),
-                 "cudaMemcpyAsync");
-      h.send = hsend.get();
-    }
-    if (recv_bytes > 0) {
-      hrecv = pinned(size_t(recv_bytes));
-      if (a.kind == CollectiveKind::kBroadcast)
-        check_cuda(cudaMemcpyAsync(hrecv.get(), drecv, size_t(recv_bytes), cudaMemcpyDeviceToHost, stream),
-                   "cudaMemcpyAsync");
-      h.recv = hrecv.get();
-      if (a.kind == CollectiveKind::kBroadcast) h.send = h.recv;
-    }
-  }
-  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-  std::function<void()> copy_back;
-  if (recv_bytes > 0) {
-    const int device = a.device.index;
-    char* hdst = static_cast<char*>(h.recv);
-    copy_back = [hsend, hrecv, hdst, drecv, recv_bytes, stream, device] {
-      check_cuda(cudaSetDevice(device), "cudaSetDevice");
-      check_cuda(cudaMemcpyAsync(drecv, hdst, size_t(recv_bytes), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
-      check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    };
-  } else {
-    copy_back = [hsend] {};
-  }
-  return enqueue_host(h, std::move(copy_back));
+  const auto stream = static_cast<cudaStream_t>(a.stream.handle);
+  const int device = a.device.index;
+  ucx::StagingOps ops;
+  ops.download = [stream](void* host, const void* dev, size_t n) {
+    check_cuda(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (download)");
+  };
+  ops.upload = [stream, device](void* dev, const void* host, size_t n) {
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
+    check_cuda(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (upload)");
+  };
+  ops.wait_downloads = [stream] { check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); };
+  ops.host_buffer = [stream, device](size_t n) { return PinnedPool::instance().acquire(n, device, stream); };
+  ucx::StagedCall staged(a, size(), ops);
+  return enqueue_host(staged.host_args(), staged.upload());
 }
 #endif
 

@@ -61,15 +61,16 @@ MatrixResult run_redistribution_matrix(const CommunicatorPtr& world, const Matri
   MatrixResult res;
   uint64_t seed = 1;
   for (const auto& sizes : options.meshes) {
-    DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), sizes);
+    DeviceMesh mesh = DeviceMesh::create(world, options.device, sizes);
     for (const Shape& shape : options.shapes) {
       std::vector<ShardingSpec> specs = candidate_specs(int64_t(shape.size()), mesh.ndim(), options.nested_orders,
                                                         options.all_partial_ops);
       for (DType dtype : options.dtypes) {
         Tensor full = case_tensor(shape, dtype, seed++);
+        const Tensor full_on_device = full.to(options.device);
         for (const ShardingSpec& src : specs) {
           if (src.has_mixed_partial()) continue;
-          DTensor x = distribute_tensor(full, mesh, src.placements(), src.shard_order());
+          DTensor x = distribute_tensor(full_on_device, mesh, src.placements(), src.shard_order());
           for (const ShardingSpec& dst : specs) {
             std::ostringstream what;
             what << "mesh " << shape_str(sizes) << " shape " << shape_str(shape) << " " << dtype_name(dtype) << " "
@@ -97,11 +98,13 @@ MatrixResult run_redistribution_matrix(const CommunicatorPtr& world, const Matri
               if (counter.total() != std::accumulate(want.begin(), want.end(), int64_t(0)) || want != got)
                 res.failures.push_back(what.str() + ": collectives " + counter.summary() + " but plan is\n" +
                                        plan.to_string());
+              if (y.to_local().device() != options.device)
+                res.failures.push_back(what.str() + ": the local block is on " + y.to_local().device().to_string());
               if (!(y.spec() == dst) || y.shape() != shape)
                 res.failures.push_back(what.str() + ": result spec " + y.spec().to_string());
-              if (!dst.has_partial() && !equal(y.to_local(), expected_block(full, mesh, dst)))
+              if (!dst.has_partial() && !equal(y.to_local().to(Device::cpu()), expected_block(full, mesh, dst)))
                 res.failures.push_back(what.str() + ": local block differs from the layout's block");
-              Tensor back = y.full_tensor();
+              Tensor back = y.full_tensor().to(Device::cpu());
               if (!equal(back, full)) res.failures.push_back(what.str() + ": full_tensor differs");
               ++res.cases;
             } catch (const std::exception& e) {

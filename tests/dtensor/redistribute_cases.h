@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collectives/communicator.h"
+#include "core/device.h"
 #include "core/tensor.h"
 #include "placement/placement.h"
 #include "placement/sharding_spec.h"
@@ -23,6 +24,8 @@ struct MatrixOptions {
   std::vector<DType> dtypes{DType::f32};
   bool nested_orders = true;  // also S(0)[1],S(0)[0] style specs on 2-d meshes
   bool all_partial_ops = true;
+  // The meshes' device: the cases are built on the CPU, moved there, and compared on the CPU after full_tensor().
+  Device device = Device::cpu();
 };
 
 struct MatrixResult {

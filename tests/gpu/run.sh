@@ -1,37 +1,35 @@
 #!/usr/bin/env bash
-# Runs every GPU test (meson suite 'gpu') on a machine with a GPU: configures a CUDA build the first time, builds
-# only what the GPU tests need, runs them and prints a summary ("N passed, N failed, N skipped").
+# The GPU checks: build here, run on a GPU machine that may have no compiler.
 #
-#   tests/gpu/run.sh                      # all GPU tests
-#   tests/gpu/run.sh --suite collectives  # extra arguments go to `meson test` (here: only GPU tests of that suite)
+#   tests/gpu/run.sh pack [DIR]   # here: build the GPU test binaries (CUDA on, sm_90), dtrun and the device bench,
+#                                 # strip them into DIR (default gpu-pack, git-ignored) with the shared libraries
+#                                 # they need that are not system or CUDA ones, and a list of the tests
+#   tests/gpu/run.sh run [DIR]    # there: run everything in DIR under one 8-minute timeout and print a summary
+#   tests/gpu/run.sh local [ARGS] # a GPU machine with meson and nvcc: build and `meson test --suite gpu ARGS`
 #
-# Environment: BUILD_DIR (default build-gpu), GPU_ARCHS (default 90: H100/H200), JOBS (build jobs, default: all
-# cores), GPU_TEST_JOBS (test binaries run at once on the GPU, default 4).
-# Without a usable GPU every test exits 77 and is reported as skipped, so "0 passed" means nothing ran.
+# With the device tool, which copies the working tree plus carried ignored paths (64 MiB at most):
+#   tests/gpu/run.sh pack                                   # here, then
+#   run(command: "tests/gpu/run.sh run gpu-pack", carry: ["gpu-pack"], timeout_s: 540)
+#
+# `run` runs the NCCL tests and everything else one at a time (one GPU), then compute-sanitizer's memcheck over the
+# kernel tests (when compute-sanitizer is on the machine: PATH or /usr/local/cuda/bin; it is not packed), then the
+# device bench (JSON lines: kernels against a device-to-device copy, collectives against raw NCCL). It ends with
+# "N passed, N failed, N skipped"; without a usable GPU every test exits 77 and is counted as skipped.
+# The pack leaves out libcudart, libnccl and libcublas(Lt): the GPU machine has them in /usr/local/cuda/lib64 (and
+# cuBLAS alone is over 500 MB); `run` puts that folder on LD_LIBRARY_PATH after the pack's own lib/.
+#
+# Environment: BUILD_DIR (pack/local; default build-gpu), GPU_ARCHS (default 90: H100/H200), JOBS (build jobs,
+# default: all cores), GPU_RUN_TIMEOUT (run: seconds for everything, default 480).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$root"
-build=${BUILD_DIR:-build-gpu}
-archs=${GPU_ARCHS:-90}
-jobs=${JOBS:-$(nproc)}
+mode=${1:-local}
+[ $# -gt 0 ] && shift
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 
-for tool in meson ninja; do
-  command -v "$tool" >/dev/null || { echo "run.sh: $tool is not installed (./dev deps installs it)" >&2; exit 2; }
-done
-if command -v nvidia-smi >/dev/null; then
-  nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | sed 's/^/run.sh: GPU /'
-else
-  echo "run.sh: nvidia-smi not found: the GPU tests will probably be skipped" >&2
-fi
-
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" -Dcuda=enabled -Dgpu_archs="$archs" -Dbuildtype=debugoptimized
-fi
-
-# The build targets the 'gpu' tests depend on (their executables and anything they run), as ninja paths.
-targets=$(meson introspect --tests --targets "$build" | "$py" -c '
+# The ninja targets of the tests in suite 'gpu' (their executables and what they run), one per word.
+gpu_targets() {
+  meson introspect --tests --targets "$1" | "$py" -c '
 import json, os, sys
 info = json.load(sys.stdin)
 files = {t["id"]: t["filename"] for t in info["targets"]}
@@ -44,38 +42,223 @@ for t in info["tests"]:
         for f in files.get(dep, []):
             out.add(os.path.relpath(os.path.realpath(f), build))
 print(" ".join(sorted(out)))
-' "$build")
-if [ -z "$targets" ]; then
-  echo "run.sh: no test in suite 'gpu' (is CUDA enabled in $build?)" >&2
-  exit 2
-fi
-echo "run.sh: building $(echo "$targets" | wc -w) target(s) with $jobs jobs"
-# shellcheck disable=SC2086
-ninja -C "$build" -j "$jobs" $targets
+' "$1"
+}
 
-rc=0
-meson test -C "$build" --suite gpu --no-rebuild --print-errorlogs --num-processes "${GPU_TEST_JOBS:-4}" "$@" || rc=$?
+configure_and_build() {  # BUILD_DIR EXTRA_TARGETS...
+  local build=$1
+  shift
+  for tool in meson ninja; do
+    command -v "$tool" >/dev/null || { echo "run.sh: $tool is not installed (./dev deps installs it)" >&2; exit 2; }
+  done
+  if [ ! -f "$build/build.ninja" ]; then
+    meson setup "$build" -Dcuda=enabled -Dgpu_archs="${GPU_ARCHS:-90}" -Dbuildtype=debugoptimized
+  fi
+  ninja -C "$build" build.ninja >/dev/null  # reconfigure first when a meson.build changed: the test list may have
+  local targets
+  targets=$(gpu_targets "$build")
+  if [ -z "$targets" ]; then
+    echo "run.sh: no test in suite 'gpu' (is CUDA enabled in $build?)" >&2
+    exit 2
+  fi
+  echo "run.sh: building $(echo "$targets $*" | wc -w) target(s) with ${JOBS:-$(nproc)} jobs"
+  # shellcheck disable=SC2086
+  ninja -C "$build" -j "${JOBS:-$(nproc)}" $targets "$@"
+}
 
-"$py" - "$build/meson-logs/testlog.json" <<'PY'
+case "$mode" in
+pack)
+  cd "$root"
+  build=${BUILD_DIR:-build-gpu}
+  dir=${1:-gpu-pack}
+  t0=$(date +%s)
+  configure_and_build "$build" tests/gpu/gpu_bench
+  rm -rf "$dir"
+  stage=$dir/stage  # bin/ and lib/, compressed into payload.tar.xz at the end
+  mkdir -p "$stage/bin" "$stage/lib"
+  # tests.json: each gpu test as run.sh run will run it (paths into the build folder become bin/<name>).
+  meson introspect --tests "$build" | "$py" -c '
+import json, os, sys
+build, out = os.path.realpath(sys.argv[1]), sys.argv[2]
+rows, bins = [], set()
+for t in json.load(sys.stdin):
+    if not any(s == "gpu" or s.endswith(":gpu") for s in t.get("suite", [])):
+        continue
+    cmd = []
+    for a in t["cmd"] + t.get("args", []):
+        f = os.path.realpath(a if os.path.isabs(a) else os.path.join(build, a))
+        if f.startswith(build + os.sep) and os.path.isfile(f):
+            bins.add(f)
+            a = "bin/" + os.path.basename(a)
+        cmd.append(a)
+    env = {k: v for k, v in t.get("env", {}).items() if k.startswith("DT_") or k.startswith("UCX_")}
+    rows.append({"name": t["name"], "cmd": cmd, "env": env, "timeout": t.get("timeout") or 120})
+rows.sort(key=lambda r: r["name"])
+json.dump(rows, open(out, "w"), indent=1)
+print("\n".join(sorted(bins)))
+' "$build" "$dir/tests.json" > "$dir/.bins"
+  echo "$build/tests/gpu/gpu_bench" >> "$dir/.bins"
+  while read -r b; do
+    cp "$b" "$stage/bin/"
+    strip --strip-unneeded "$stage/bin/$(basename "$b")"
+  done < "$dir/.bins"
+  rm "$dir/.bins"
+  # Shared libraries: everything ldd resolves outside the C/C++ runtime and the CUDA folder (see the header).
+  for b in "$stage"/bin/*; do ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; done | sort -u |
+    while read -r lib; do
+      name=$(basename "$lib")
+      case "$lib" in
+        /usr/local/cuda*) continue ;;
+      esac
+      case "$name" in
+        libc.so* | libm.so* | libdl.so* | librt.so* | libpthread.so* | ld-linux* | libgcc_s.so* | libstdc++.so*) continue ;;
+        libcuda.so* | libcudart.so* | libnccl.so* | libcublas*) continue ;;
+      esac
+      cp -L "$lib" "$stage/lib/$name"
+      strip --strip-unneeded "$stage/lib/$name" 2>/dev/null || true
+    done
+  # UCX loads its transports as modules from <libucs folder>/ucx.
+  ucs=$(ldd "$stage"/bin/* 2>/dev/null | awk '$1 ~ /^libucs\.so/ && !seen++ {print $3}')
+  if [ -n "$ucs" ] && [ -d "$(dirname "$ucs")/ucx" ]; then
+    mkdir -p "$stage/lib/ucx"
+    cp -L "$(dirname "$ucs")"/ucx/*.so* "$stage/lib/ucx/" 2>/dev/null || true
+    # Modules that need libraries this machine's UCX was built against but the pack lacks are left out by UCX.
+  fi
+  git -C "$root" rev-parse --short HEAD > "$dir/COMMIT" 2>/dev/null || true
+  { echo "packed $(date -u +%FT%TZ) from $(cat "$dir/COMMIT" 2>/dev/null) on $(uname -n)"; ls -lR "$stage"; } > "$dir/PACKED"
+  raw=$(du -sm "$stage" | cut -f1)
+  tar -C "$stage" -cf - bin lib | xz -6 -T2 > "$dir/payload.tar.xz"
+  rm -rf "$stage"
+  size=$(du -sm "$dir" | cut -f1)
+  echo "run.sh: packed $(grep -c '^-' "$dir/PACKED") files (binaries, libraries, UCX modules; ${raw} MB stripped)" \
+       "into $dir/payload.tar.xz: ${size} MB in all, $(($(date +%s) - t0)) s"
+  [ "$size" -lt 64 ] || echo "run.sh: WARNING: $dir is over the device tool's 64 MiB carry limit" >&2
+  ;;
+
+run)
+  cd "$root"
+  dir=$(cd "${1:-gpu-pack}" && pwd)
+  [ -f "$dir/tests.json" ] || { echo "run.sh: $dir/tests.json not found: run 'tests/gpu/run.sh pack' first" >&2; exit 2; }
+  if [ -z "${GPU_RUN_INNER:-}" ]; then  # one outer timeout for everything
+    GPU_RUN_INNER=1 exec timeout --kill-after=15 "${GPU_RUN_TIMEOUT:-480}" "$0" run "$dir"
+  fi
+  t0=$(date +%s)
+  pack=$dir
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-pack.XXXXXX")  # the pack's folder may be read-only
+  trap 'rm -rf "$dir"' EXIT
+  xz -dc "$pack/payload.tar.xz" | tar -C "$dir" -xf -
+  cp "$pack/tests.json" "$pack/COMMIT" "$dir/" 2>/dev/null || true
+  export LD_LIBRARY_PATH="$dir/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ -d "$dir/lib/ucx" ] && export UCX_MODULE_DIR="$dir/lib/ucx"
+  logs=${OUT:-$pack}/gpu-logs
+  mkdir -p "$logs"
+  echo "run.sh: pack $(cat "$dir/COMMIT" 2>/dev/null || echo '?'), logs in $logs"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | sed 's/^/run.sh: GPU /'
+  else
+    echo "run.sh: nvidia-smi not found: the GPU tests will probably be skipped"
+  fi
+  results=$logs/results.tsv
+  : > "$results"
+  run_one() {  # NAME TIMEOUT CMD... (env already set); appends "name result seconds" to results.tsv
+    local name=$1 limit=$2
+    shift 2
+    local s rc=0 res ms
+    s=$(date +%s%N)
+    (cd "$dir" && timeout --kill-after=5 "$limit" "$@") > "$logs/$name.log" 2>&1 || rc=$?
+    ms=$((($(date +%s%N) - s) / 1000000))
+    case $rc in
+      0) res=PASS ;;
+      77) res=SKIP ;;
+      124 | 137) res=TIMEOUT ;;
+      *) res="FAIL($rc)" ;;
+    esac
+    printf '%s\t%s\t%d.%d\n' "$name" "$res" $((ms / 1000)) $((ms % 1000 / 100)) >> "$results"
+    [ "$res" = PASS ] || [ "$res" = SKIP ] || tail -n 30 "$logs/$name.log" | sed "s/^/  $name| /"
+  }
+  # The tests, one at a time (NCCL tests must not share the GPU with each other).
+  while read -r line; do
+    eval "run_one $line"  # NAME TIMEOUT env K=V... CMD..., shell-quoted by the lines below
+  done < <("$py" -c '
+import json, shlex, sys
+for t in json.load(open(sys.argv[1])):
+    words = [t["name"], str(int(t["timeout"])), "env"] + [f"{k}={v}" for k, v in t["env"].items()] + t["cmd"]
+    print(" ".join(shlex.quote(w) for w in words))
+' "$dir/tests.json")
+  # memcheck over the kernel tests.
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+  for k in test_kernels_cuda test_kernels_ops_cuda test_core_cuda; do
+    [ -x "$dir/bin/$k" ] || continue
+    if [ -n "$sanitizer" ]; then
+      run_one "memcheck_$k" 240 "$sanitizer" --tool memcheck --error-exitcode 1 "bin/$k"
+    else
+      printf '%s\t%s\t%s\n' "memcheck_$k" "SKIP(no compute-sanitizer)" 0 >> "$results"
+    fi
+  done
+  # Device benchmarks: JSON lines.
+  bench_rc=0
+  (cd "$dir" && timeout 120 bin/gpu_bench) > "$logs/gpu_bench.jsonl" 2> "$logs/gpu_bench.err" || bench_rc=$?
+  echo "---- summary ($(($(date +%s) - t0)) s) ----"
+  "$py" - "$results" "$logs/gpu_bench.jsonl" "$bench_rc" <<'PY'
 import json, sys
 passed = failed = skipped = 0
-rows = []
-with open(sys.argv[1]) as f:
-    for line in f:
-        line = line.strip()
-        if not line:
-            continue
-        t = json.loads(line)
-        r = t.get("result", "")
-        rows.append((t.get("name", "?"), r, t.get("duration", 0.0)))
-        if r in ("OK", "EXPECTEDFAIL"):
-            passed += 1
-        elif r == "SKIP":
-            skipped += 1
-        else:
-            failed += 1
-for name, r, d in rows:
-    print(f"  {r:<8} {d:7.1f} s  {name}")
+for line in open(sys.argv[1]):
+    name, res, secs = line.rstrip("\n").split("\t")
+    print(f"  {res:<28} {float(secs):6.1f} s  {name}")
+    if res == "PASS":
+        passed += 1
+    elif res.startswith("SKIP"):
+        skipped += 1
+    else:
+        failed += 1
+rc = int(sys.argv[3])
+rows = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+if rows:
+    print("  bench (ratio = our time / reference time):")
+    for r in rows:
+        print(f"    {r['op']:<18} {r['bytes']:>10} B  {r['us']:9.1f} us  {r['GBps']:7.1f} GB/s  vs {r['ref']} {r['ref_GBps']:7.1f} GB/s  x{r['ratio']:.2f}")
+    for r in rows:
+        print(json.dumps(r))
+else:
+    print(f"  bench: {'skipped (no GPU)' if rc == 77 else f'no rows (exit {rc})'}")
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+PY
+  ;;
+
+local)
+  cd "$root"
+  build=${BUILD_DIR:-build-gpu}
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | sed 's/^/run.sh: GPU /'
+  else
+    echo "run.sh: nvidia-smi not found: the GPU tests will probably be skipped" >&2
+  fi
+  configure_and_build "$build"
+  rc=0
+  meson test -C "$build" --suite gpu --no-rebuild --print-errorlogs --num-processes 1 "$@" || rc=$?
+  "$py" - "$build/meson-logs/testlog.json" <<'PY'
+import json, sys
+passed = failed = skipped = 0
+for line in open(sys.argv[1]):
+    if not line.strip():
+        continue
+    t = json.loads(line)
+    r = t.get("result", "")
+    print(f"  {r:<8} {t.get('duration', 0.0):7.1f} s  {t.get('name', '?')}")
+    if r in ("OK", "EXPECTEDFAIL"):
+        passed += 1
+    elif r == "SKIP":
+        skipped += 1
+    else:
+        failed += 1
 print(f"{passed} passed, {failed} failed, {skipped} skipped")
 PY
-exit $rc
+  exit $rc
+  ;;
+
+*)
+  echo "usage: tests/gpu/run.sh pack [DIR] | run [DIR] | local [meson test args]" >&2
+  exit 2
+  ;;
+esac

@@ -22,12 +22,25 @@ class CudaKernels : public ::testing::Test {
   void SetUp() override {
     ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
     ASSERT_EQ(cudaStreamCreateWithFlags(&raw_, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaEventCreateWithFlags(&inputs_ready_, cudaEventDisableTiming), cudaSuccess);
     stream_ = Stream{raw_};
   }
-  void TearDown() override { cudaStreamDestroy(raw_); }
+  void TearDown() override {
+    cudaEventDestroy(inputs_ready_);
+    cudaStreamDestroy(raw_);
+  }
   void sync() { synchronize(kGpu, stream_); }
+  // The stream for the next launch, ordered after everything queued so far on the legacy default stream, where
+  // Tensor::to and the tensor factories make the inputs: a non-blocking stream does not wait for it by itself, and
+  // a host-to-device cudaMemcpy may return before its DMA finished.
+  Stream after_inputs() {
+    EXPECT_EQ(cudaEventRecord(inputs_ready_, cudaStreamLegacy), cudaSuccess);
+    EXPECT_EQ(cudaStreamWaitEvent(raw_, inputs_ready_, 0), cudaSuccess);
+    return stream_;
+  }
 
   cudaStream_t raw_ = nullptr;
+  cudaEvent_t inputs_ready_ = nullptr;
   Stream stream_;
 };
 
@@ -71,11 +84,11 @@ TEST_F(CudaKernels, ReduceEveryDtypeAndOp) {
         Tensor want = Tensor::empty({n}, t);
         reduce(want.data_ptr(), a.data_ptr(), b.data_ptr(), n, t, op, Device::cpu());
         Tensor ga = a.to(kGpu), gb = b.to(kGpu), go = Tensor::empty({n}, t, kGpu);
-        reduce(go.data_ptr(), ga.data_ptr(), gb.data_ptr(), n, t, op, kGpu, stream_);
+        reduce(go.data_ptr(), ga.data_ptr(), gb.data_ptr(), n, t, op, kGpu, after_inputs());
         sync();
         expect_same(go, want, std::string(dtype_name(t)) + " " + reduce_op_name(op));
         divide_by(want.data_ptr(), n, t, 3, Device::cpu());
-        divide_by(go.data_ptr(), n, t, 3, kGpu, stream_);
+        divide_by(go.data_ptr(), n, t, 3, kGpu, after_inputs());
         sync();
         expect_same(go, want, std::string("divide_by ") + dtype_name(t));
       }
@@ -92,7 +105,7 @@ TEST_F(CudaKernels, CastEveryPair) {
         Tensor want = Tensor::empty({n}, d);
         cast(want.data_ptr(), d, src.data_ptr(), s, n, Device::cpu());
         Tensor gs = src.to(kGpu), gd = Tensor::empty({n}, d, kGpu);
-        cast(gd.data_ptr(), d, gs.data_ptr(), s, n, kGpu, stream_);
+        cast(gd.data_ptr(), d, gs.data_ptr(), s, n, kGpu, after_inputs());
         sync();
         expect_same(gd, want, case_name(d, s));
       }
@@ -138,7 +151,7 @@ TEST_F(CudaKernels, PackUnpackCopyStrided) {
       // pack
       Tensor want = Tensor::empty({n}, t), got = Tensor::empty({n}, t, kGpu);
       pack(view_of(src), n ? want.data_ptr() : nullptr, Device::cpu());
-      pack(view_of(gsrc), n ? got.data_ptr() : nullptr, kGpu, stream_);
+      pack(view_of(gsrc), n ? got.data_ptr() : nullptr, kGpu, after_inputs());
       sync();
       expect_same(got, want, "pack " + what);
       // copy into a column-major destination
@@ -148,7 +161,7 @@ TEST_F(CudaKernels, PackUnpackCopyStrided) {
         dst_gpu = Tensor::empty({src.size(1), src.size(0)}, t, kGpu).t();
       }
       copy(dst_cpu, src);
-      copy(dst_gpu, gsrc, stream_);
+      copy(dst_gpu, gsrc, after_inputs());
       sync();
       expect_same(dst_gpu, dst_cpu, "copy " + what);
       // unpack into the view of a fresh base (expanded views cannot be written)
@@ -158,7 +171,7 @@ TEST_F(CudaKernels, PackUnpackCopyStrided) {
       Tensor base_gpu = base_cpu.to(kGpu);
       unpack(n ? flat.data_ptr() : nullptr, view_of(c.view(base_cpu)), Device::cpu());
       Tensor gflat = flat.to(kGpu);
-      unpack(n ? gflat.data_ptr() : nullptr, view_of(c.view(base_gpu)), kGpu, stream_);
+      unpack(n ? gflat.data_ptr() : nullptr, view_of(c.view(base_gpu)), kGpu, after_inputs());
       sync();
       expect_same(base_gpu, base_cpu, "unpack " + what);
     }
@@ -174,7 +187,7 @@ TEST_F(CudaKernels, CopyCastStridedEveryPair) {
         Tensor src = c.view(base), gsrc = c.view(base.to(kGpu));
         Tensor want = Tensor::empty(src.shape(), d), got = Tensor::empty(src.shape(), d, kGpu);
         copy_cast(want, src);
-        copy_cast(got, gsrc, stream_);
+        copy_cast(got, gsrc, after_inputs());
         sync();
         expect_same(got, want, std::string("copy_cast ") + case_name(d, s) + " " + c.name);
       }
@@ -190,7 +203,7 @@ TEST_F(CudaKernels, FillContiguousAndStrided) {
         Tensor base = random_bits_tensor(c.base, t, 5);
         Tensor gbase = base.to(kGpu);
         fill(c.view(base), v);
-        fill(c.view(gbase), v, stream_);
+        fill(c.view(gbase), v, after_inputs());
         sync();
         expect_same(gbase, base, std::string("fill ") + dtype_name(t) + " " + c.name);
       }
@@ -220,7 +233,7 @@ TEST_F(CudaKernels, ChunkCatAndSplitCopy) {
       std::string what = case_name(buf_t, in_t);
       Tensor want = Tensor::full({total}, 7, buf_t), got = Tensor::full({total}, 7, buf_t, kGpu);
       chunk_cat(cpu_in, want, pads);
-      chunk_cat(gpu_in, got, pads, stream_);
+      chunk_cat(gpu_in, got, pads, after_inputs());
       sync();
       expect_same(got, want, "chunk_cat " + what);
       // split_copy back into fresh tensors of the inputs' shapes and layouts
@@ -234,7 +247,7 @@ TEST_F(CudaKernels, ChunkCatAndSplitCopy) {
         gpu_out.push_back(transposed ? g.t() : g);
       }
       split_copy(want, cpu_out, pads);
-      split_copy(got, gpu_out, pads, stream_);
+      split_copy(got, gpu_out, pads, after_inputs());
       sync();
       for (size_t i = 0; i < cpu_out.size(); ++i) expect_same(gpu_out[i], cpu_out[i], "split_copy " + what);
     }

@@ -1,0 +1,123 @@
+// The stream-ordered reuse of freed device blocks (Note [Stream-safe frees] in core/allocator.cc), on a pool over
+// host memory with fake events: a block freed while a recorded stream still has work is not handed out again until
+// that work finished; blocks no stream was recorded on are reused at once.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "core/allocator.h"
+
+namespace dt {
+namespace {
+
+// Events are numbered; an event fires when the test says its stream finished everything recorded so far.
+class FakeEvents : public StreamEvents {
+ public:
+  void* record(Stream stream) override {
+    events_.push_back({stream.handle, false, false});
+    return reinterpret_cast<void*>(events_.size());
+  }
+  bool query(void* e) override { return at(e).fired; }
+  void synchronize(void* e) override {
+    at(e).fired = true;
+    ++synchronized;
+  }
+  void destroy(void* e) override {
+    EXPECT_FALSE(at(e).destroyed);
+    at(e).destroyed = true;
+  }
+  // The stream finished its work: every event recorded on it so far fires.
+  void finish(Stream stream) {
+    for (Event& e : events_)
+      if (e.stream == stream.handle) e.fired = true;
+  }
+  size_t recorded() const { return events_.size(); }
+  bool all_destroyed() const {
+    for (const Event& e : events_)
+      if (!e.destroyed) return false;
+    return true;
+  }
+  int synchronized = 0;
+
+ private:
+  struct Event {
+    void* stream;
+    bool fired, destroyed;
+  };
+  Event& at(void* e) { return events_.at(reinterpret_cast<size_t>(e) - 1); }
+  std::vector<Event> events_;
+};
+
+const Stream kComm{reinterpret_cast<void*>(0x10)}, kUser{reinterpret_cast<void*>(0x20)};
+
+TEST(AllocatorStreams, BlockInUseByAStreamIsNotReusedBeforeItsWorkFinished) {
+  auto events = std::make_shared<FakeEvents>();
+  auto pool = make_stream_ordered_pool_for_testing(events);
+  void* a = pool->allocate(4096);
+  pool->record_stream(static_cast<char*>(a) + 100, kComm);  // an address inside the block
+  pool->deallocate(a, 4096);
+  EXPECT_EQ(events->recorded(), 1u);
+  void* b = pool->allocate(4096);
+  EXPECT_NE(b, a) << "reused while the stream may still use it";
+  events->finish(kComm);
+  void* c = pool->allocate(4096);
+  EXPECT_EQ(c, a) << "not reused once the stream finished";
+  pool->deallocate(b, 4096);
+  pool->deallocate(c, 4096);
+  EXPECT_TRUE(events->all_destroyed());
+  EXPECT_EQ(pool->allocated_bytes(), 0u);
+}
+
+TEST(AllocatorStreams, EveryRecordedStreamMustFinish) {
+  auto events = std::make_shared<FakeEvents>();
+  auto pool = make_stream_ordered_pool_for_testing(events);
+  void* a = pool->allocate(1 << 20);
+  pool->record_stream(a, kComm);
+  pool->record_stream(a, kUser);
+  pool->record_stream(a, kUser);  // once per stream
+  pool->deallocate(a, 1 << 20);
+  EXPECT_EQ(events->recorded(), 2u);
+  events->finish(kComm);
+  void* b = pool->allocate(1 << 20);
+  EXPECT_NE(b, a);
+  events->finish(kUser);
+  void* c = pool->allocate(1 << 20);
+  EXPECT_EQ(c, a);
+  pool->deallocate(b, 1 << 20);
+  pool->deallocate(c, 1 << 20);
+}
+
+TEST(AllocatorStreams, UnrecordedBlocksAndForeignAddresses) {
+  auto events = std::make_shared<FakeEvents>();
+  auto pool = make_stream_ordered_pool_for_testing(events);
+  void* a = pool->allocate(512);
+  int outside = 0;
+  pool->record_stream(&outside, kComm);  // not from this pool: ignored
+  pool->record_stream(nullptr, kComm);
+  pool->deallocate(a, 512);
+  EXPECT_EQ(events->recorded(), 0u);
+  EXPECT_EQ(pool->allocate(512), a) << "a block no stream used is reused at once";
+  pool->deallocate(a, 512);
+}
+
+TEST(AllocatorStreams, EmptyCacheWaitsForPendingBlocks) {
+  auto events = std::make_shared<FakeEvents>();
+  auto pool = make_stream_ordered_pool_for_testing(events);
+  std::set<void*> blocks;
+  for (int i = 0; i < 3; ++i) {
+    void* p = pool->allocate(8192);
+    pool->record_stream(p, kUser);
+    blocks.insert(p);
+  }
+  for (void* p : blocks) pool->deallocate(p, 8192);
+  EXPECT_EQ(pool->cached_bytes(), 0u);  // pending, not cached yet
+  pool->empty_cache();
+  EXPECT_EQ(events->synchronized, 3);
+  EXPECT_TRUE(events->all_destroyed());
+  EXPECT_EQ(pool->cached_bytes(), 0u);
+  EXPECT_EQ(pool->allocated_bytes(), 0u);
+}
+
+}  // namespace
+}  // namespace dt

@@ -1,0 +1,104 @@
+// DTensor on CUDA tensors, checked against the CPU: DeviceMesh, distribute_tensor, every redistribution transition
+// (the matrix of tests/dtensor/redistribute_cases.h), full_tensor and a few ops. One world per test suite, chosen
+// with --gtest_filter (tests/gpu/run.sh does), always under dtrun:
+//   DTensorCudaNccl.*  init_process_group(kCUDA): NCCL, one process per GPU (one rank on a one-GPU machine)
+//   DTensorCudaUcx.*   init_process_group(kCPU): UCX, CUDA tensors staged through pinned host memory; 2-4
+//                      processes may share one GPU
+// Exits 77 (skipped) without a usable GPU (tests/gpu_test_main.cc).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "collectives/process_group.h"
+#include "dtensor/dtensor.h"
+#include "dtensor/ops.h"
+#include "kernels/ops/elementwise.h"
+#include "kernels/ops/matmul.h"
+#include "kernels/ops/reduction.h"
+#include "kernels/ops/softmax.h"
+#include "tests/dtensor/redistribute_cases.h"
+
+namespace dt {
+namespace {
+
+CommunicatorPtr nccl_world() {
+  static CommunicatorPtr w = init_process_group(DeviceType::kCUDA);
+  return w;
+}
+
+CommunicatorPtr ucx_world() {
+  static CommunicatorPtr w = init_process_group(DeviceType::kCPU);
+  return w;
+}
+
+// The GPU of this rank: the NCCL communicator's own, or device 0 that the UCX ranks share.
+Device gpu_of(const CommunicatorPtr& world) {
+  return world->home_device().is_cuda() ? world->home_device() : Device::cuda(0);
+}
+
+void check_mesh(const CommunicatorPtr& world) {
+  const Device gpu = gpu_of(world);
+  const int64_t n = world->size();
+  DeviceMesh mesh = DeviceMesh::create(world, gpu, {n}, {"x"});
+  EXPECT_EQ(mesh.device(), gpu);
+  EXPECT_EQ(mesh.size(), n);
+  EXPECT_TRUE(mesh.is_member());
+  EXPECT_EQ(mesh.global_rank(), world->rank());
+  EXPECT_TRUE(mesh.comm(0)->supports(gpu));
+  if (n % 2 == 0) {
+    DeviceMesh m2 = DeviceMesh::create(world, gpu, {2, n / 2}, {"dp", "tp"});
+    EXPECT_EQ(m2["tp"].size(), n / 2);
+    EXPECT_EQ(m2["dp"].device(), gpu);
+  }
+}
+
+void check_redistribution_matrix(const CommunicatorPtr& world) {
+  const int64_t n = world->size();
+  testing::MatrixOptions o;
+  o.device = gpu_of(world);
+  o.meshes = {{n}};
+  if (n == 1) o.meshes.push_back({1, 1});
+  if (n == 4) o.meshes.push_back({2, 2});
+  o.shapes = {{8, 4}, {7, 5}, {3, 2}};  // even; uneven; an empty shard on 4 ranks
+  o.dtypes = {DType::f32, DType::bf16};
+  o.all_partial_ops = false;
+  testing::MatrixResult r = testing::run_redistribution_matrix(world, o);
+  for (const std::string& f : r.failures) ADD_FAILURE() << f;
+  EXPECT_GT(r.cases, 50);
+  if (world->rank() == 0)
+    std::printf("%lld redistributions on %s checked against the CPU on %lld rank(s), %lld unsupported rejected\n",
+                (long long)r.cases, o.device.to_string().c_str(), (long long)n, (long long)r.unsupported);
+}
+
+// Every rank builds the same random inputs on the CPU; the ops run on sharded CUDA DTensors and their full results
+// must match the CPU kernels on the full tensors.
+void check_ops(const CommunicatorPtr& world) {
+  const Device gpu = gpu_of(world);
+  DeviceMesh mesh = DeviceMesh::create(world, gpu, {world->size()});
+  const Tensor a = Tensor::rand({13, 6}, 11, DType::f32, -2, 2), b = Tensor::rand({6, 5}, 12, DType::f32, -2, 2);
+  const Tensor c = Tensor::rand({13, 6}, 13, DType::f32, -2, 2);
+  auto close = [](const DTensor& got, const Tensor& want, const char* what) {
+    Tensor g = got.full_tensor().to(Device::cpu());
+    EXPECT_EQ(got.to_local().device(), got.device()) << what;
+    EXPECT_TRUE(allclose(g, want, 1e-4, 1e-5)) << what << ": got " << g << "\nwant " << want;
+  };
+  DTensor da = distribute_tensor(a.to(gpu), mesh, {Shard{0}});
+  DTensor db = distribute_tensor(b.to(gpu), mesh, {Replicate{}});
+  DTensor dc = distribute_tensor(c.to(gpu), mesh, {Shard{1}});
+  close(matmul(da, db), kernels::matmul(a, b), "matmul S(0) @ R");
+  close(add(da, dc), kernels::add(a, c), "add S(0) + S(1)");
+  close(sum(da, {0}), kernels::sum(a, {0}), "sum over the sharded dim");
+  close(softmax(dc, 1), kernels::softmax(c, 1), "softmax over the sharded dim");
+}
+
+TEST(DTensorCudaNccl, Mesh) { check_mesh(nccl_world()); }
+TEST(DTensorCudaNccl, EveryRedistribution) { check_redistribution_matrix(nccl_world()); }
+TEST(DTensorCudaNccl, Ops) { check_ops(nccl_world()); }
+
+TEST(DTensorCudaUcx, Mesh) { check_mesh(ucx_world()); }
+TEST(DTensorCudaUcx, EveryRedistribution) { check_redistribution_matrix(ucx_world()); }
+TEST(DTensorCudaUcx, Ops) { check_ops(ucx_world()); }
+
+}  // namespace
+}  // namespace dt
