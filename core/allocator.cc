@@ -239,8 +239,7 @@ class CachingAllocator : public Allocator {
   void* raw_alloc(size_t sz) {
     if (device_.is_cpu()) return host_alloc(sz);
 #if defined(DT_WITH_CUDA)
-    check_device_usable(device_);
-    cudaSetDevice(device_.index);
+    DeviceGuard guard(device_);
     void* p = nullptr;
     if (cudaMalloc(&p, sz) != cudaSuccess) {
       cudaGetLastError();
@@ -259,8 +258,8 @@ class CachingAllocator : public Allocator {
       return;
     }
 #if defined(DT_WITH_CUDA)
-    cudaSetDevice(device_.index);
-    cudaFree(p);
+    DeviceGuard guard(device_);
+    if (cudaFree(p) != cudaSuccess) cudaGetLastError();  // freeing must not throw
 #endif
   }
 
@@ -293,9 +292,7 @@ class CudaStreamEvents : public StreamEvents {
  public:
   explicit CudaStreamEvents(int device) : device_(device) {}
   void* record(Stream stream) override {
-    int prev = -1;
-    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-    if (prev != device_) cudaSetDevice(device_);
+    DeviceGuard guard(Device::cuda(device_));
     cudaEvent_t e = nullptr;
     cudaError_t r = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
     if (r == cudaSuccess) r = cudaEventRecord(e, static_cast<cudaStream_t>(stream.handle));
@@ -307,7 +304,6 @@ class CudaStreamEvents : public StreamEvents {
       if (e != nullptr) cudaEventDestroy(e);
       e = nullptr;
     }
-    if (prev >= 0 && prev != device_) cudaSetDevice(prev);
     return e;
   }
   bool query(void* event) override {

@@ -14,6 +14,11 @@ namespace dt {
 // "<what>: <CUDA's name for the error>: <CUDA's message>".
 [[noreturn]] void throw_cuda_error(cudaError_t error, const std::string& what);
 
+// For a status already in hand (an event query, a callback's result): throws as DT_CUDA_CHECK does.
+inline void cuda_check(cudaError_t error, const std::string& what) {
+  if (error != cudaSuccess) throw_cuda_error(error, what);
+}
+
 }  // namespace dt
 
 // DT_CUDA_CHECK(cudaMemcpyAsync(...)) or DT_CUDA_CHECK(cudaMemcpyAsync(...), "UCX staging of ", desc): throws

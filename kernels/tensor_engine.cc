@@ -1,6 +1,7 @@
 // The tensor engine of core's Tensor::copy_ / contiguous / clone / to / fill_ (Note [The tensor engine] in
 // core/device_ops.h): kernels::copy_cast and kernels::fill on every device, plus the moves between devices.
 
+#include "core/device.h"
 #include "core/device_ops.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -8,30 +9,15 @@
 #include "kernels/fill.h"
 
 #if defined(DT_WITH_CUDA)
-#include <cuda_runtime_api.h>
+#include "core/cuda_check.h"
 #endif
 
 namespace dt::kernels {
 namespace {
 
-#if defined(DT_WITH_CUDA)
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    DT_THROW(CudaError, what, ": ", cudaGetErrorString(e));
-  }
-}
-
-void use_device(const Device& d) {
-  if (d.is_cuda()) cuda_check(cudaSetDevice(d.index), "Tensor::copy_ (cudaSetDevice)");
-}
-#endif
-
 // dst = src on one device (CUDA work queued on `stream`).
 void same_device_copy(const Tensor& dst, const Tensor& src, Stream stream) {
-#if defined(DT_WITH_CUDA)
-  use_device(dst.device());
-#endif
+  DeviceGuard guard(dst.device());
   copy_cast(view_of(dst), view_of(src), dst.device(), stream);
 }
 
@@ -56,24 +42,30 @@ void cross_device_copy(const Tensor& dst, const Tensor& src, Stream stream) {
   Tensor landing = dst.is_contiguous() ? dst : Tensor::empty(dst.shape(), dst.dtype(), dd);
   const size_t nbytes = dst.nbytes();
   const auto cs = static_cast<cudaStream_t>(stream.handle);
+  const Device gpu = dd.is_cuda() ? dd : sd;  // the device `stream` belongs to
   if (sd.is_cuda() && dd.is_cuda()) {
-    use_device(sd);
-    cuda_check(cudaStreamSynchronize(nullptr), "Tensor::copy_ (packing on the source GPU)");
-    use_device(dd);
-    cuda_check(cudaMemcpyPeerAsync(landing.data_ptr(), dd.index, packed.data_ptr(), sd.index, nbytes, cs),
-               "Tensor::copy_ (cudaMemcpyPeerAsync)");
+    {
+      DeviceGuard guard(sd);
+      DT_CUDA_CHECK(cudaStreamSynchronize(nullptr), "Tensor::copy_ (packing on the source GPU)");
+    }
+    DeviceGuard guard(dd);
+    DT_CUDA_CHECK(cudaMemcpyPeerAsync(landing.data_ptr(), dd.index, packed.data_ptr(), sd.index, nbytes, cs),
+                  "Tensor::copy_");
   } else {
-    use_device(sd.is_cuda() ? sd : dd);
-    cuda_check(cudaMemcpyAsync(landing.data_ptr(), packed.data_ptr(), nbytes,
-                               sd.is_cuda() ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, cs),
-               "Tensor::copy_ (cudaMemcpyAsync)");
+    DeviceGuard guard(gpu);
+    DT_CUDA_CHECK(cudaMemcpyAsync(landing.data_ptr(), packed.data_ptr(), nbytes,
+                                  sd.is_cuda() ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice, cs),
+                  "Tensor::copy_");
   }
   if (!landing.shares_storage_with(dst)) {
-    if (dd.is_cpu()) cuda_check(cudaStreamSynchronize(cs), "Tensor::copy_ (download)");
+    if (dd.is_cpu()) {
+      DeviceGuard guard(gpu);
+      DT_CUDA_CHECK(cudaStreamSynchronize(cs), "Tensor::copy_ (download)");
+    }
     same_device_copy(dst, landing, stream);
   }
-  use_device(dd.is_cuda() ? dd : sd);
-  cuda_check(cudaStreamSynchronize(cs), "Tensor::copy_");
+  DeviceGuard guard(gpu);
+  DT_CUDA_CHECK(cudaStreamSynchronize(cs), "Tensor::copy_");
 #else
   (void)stream;
   DT_THROW(Unsupported, "copy_ between ", src.device(), " and ", dst.device(), ": dtensor was built without CUDA");
@@ -88,9 +80,7 @@ void engine_copy(const Tensor& dst, const Tensor& src, Stream stream) {
 }
 
 void engine_fill(const Tensor& dst, double value, Stream stream) {
-#if defined(DT_WITH_CUDA)
-  use_device(dst.device());
-#endif
+  DeviceGuard guard(dst.device());
   fill(dst, Scalar(value), stream);
 }
 

@@ -16,6 +16,7 @@
 #include "collectives/exchange.h"
 #include "collectives/flight_recorder.h"
 #include "core/allocator.h"
+#include "core/cuda_check.h"
 #include "core/error.h"
 #include "core/logging.h"
 #include "kernels/reduce.h"
@@ -29,13 +30,6 @@ using namespace std::chrono_literals;
 namespace {
 
 double seconds(Work::Duration d) { return double(d.count()) / 1000.0; }
-
-void check_cuda(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    DT_THROW(CudaError, what, ": ", cudaGetErrorString(e));
-  }
-}
 
 std::string nccl_message(ncclResult_t r, ncclComm_t comm) {
   std::string m = ncclGetErrorString(r);
@@ -61,26 +55,6 @@ std::string nccl_message(ncclResult_t r, ncclComm_t comm) {
   }
 }
 
-// Sets the current device for a scope (NCCL and the runtime API act on the current device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) : target_(device) {
-    if (cudaGetDevice(&prev_) != cudaSuccess) {
-      cudaGetLastError();
-      prev_ = -1;
-    }
-    if (prev_ != target_) check_cuda(cudaSetDevice(target_), str_cat("cudaSetDevice(", target_, ")"));
-  }
-  ~DeviceGuard() {
-    if (prev_ >= 0 && prev_ != target_) cudaSetDevice(prev_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int target_;
-  int prev_ = -1;
-};
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
@@ -235,7 +209,7 @@ class NcclWork final : public Work {
     const auto deadline = Clock::now() + timeout;
     if (!issued_.load()) st_->flush_p2p();
     if (issued_.load()) {
-      DeviceGuard guard(st_->device.index);
+      DeviceGuard guard(st_->device);
       if (cudaStreamWaitEvent(caller_, ev_, 0) != cudaSuccess) cudaGetLastError();  // the poll below reports errors
     }
     int spins = 0;
@@ -289,7 +263,7 @@ class NcclWork final : public Work {
     if (!issued_.load()) return false;  // an event never recorded reads as complete
     cudaError_t e;
     {
-      DeviceGuard guard(st_->device.index);
+      DeviceGuard guard(st_->device);
       e = cudaEventQuery(ev_);
     }
     if (e == cudaErrorNotReady) {
@@ -324,7 +298,7 @@ class NcclWork final : public Work {
 
 NcclState::~NcclState() {
   try {
-    DeviceGuard guard(device.index);
+    DeviceGuard guard(device);
     for (cudaEvent_t e : free_events) cudaEventDestroy(e);
     if (stream) cudaStreamDestroy(stream);
     if (scratch) cudaFree(scratch);
@@ -343,7 +317,7 @@ cudaEvent_t NcclState::acquire_event() {
     }
   }
   cudaEvent_t e = nullptr;
-  check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
   return e;
 }
 
@@ -382,7 +356,7 @@ void NcclState::abort(const std::string& why, const NcclWork* timed_out) {
   std::lock_guard<std::mutex> lock(mu);
   if (comm != nullptr) {
     try {
-      DeviceGuard guard(device.index);
+      DeviceGuard guard(device);
       ncclCommAbort(comm);
     } catch (...) {
     }
@@ -484,11 +458,11 @@ std::shared_ptr<NcclState> make_state(ncclComm_t comm, Device device, int rank, 
   st->timeout = timeout;
   st->init_timeout = init_timeout;
   st->comm = comm;
-  nccl_detail::DeviceGuard guard(device.index);
-  nccl_detail::check_cuda(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  DeviceGuard guard(device);
+  cuda_check(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   st->scratch_bytes = 8;  // the barrier word
-  nccl_detail::check_cuda(cudaMalloc(&st->scratch, st->scratch_bytes), "cudaMalloc (nccl scratch)");
-  nccl_detail::check_cuda(cudaMemset(st->scratch, 0, st->scratch_bytes), "cudaMemset (nccl scratch)");
+  cuda_check(cudaMalloc(&st->scratch, st->scratch_bytes), "cudaMalloc (nccl scratch)");
+  cuda_check(cudaMemset(st->scratch, 0, st->scratch_bytes), "cudaMemset (nccl scratch)");
   return st;
 }
 
@@ -524,7 +498,7 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(int rank, int size, D
   const Work::Duration init_timeout =
       options.init_timeout.count() > 0 ? options.init_timeout : std::max(options.timeout, kMinInitTimeout);
   check_device_usable(device);
-  nccl_detail::DeviceGuard guard(device.index);
+  DeviceGuard guard(device);
   const std::string what = str_cat("NCCL init of rank ", rank, "/", size, " on ", device);
 
   ncclUniqueId id;
@@ -588,7 +562,7 @@ NcclCommunicator::~NcclCommunicator() {
           std::this_thread::sleep_for(std::chrono::microseconds(200));
       std::unique_lock<std::mutex> lock(st.mu);
       if (st.comm != nullptr) {
-        nccl_detail::DeviceGuard guard(st.device.index);
+        DeviceGuard guard(st.device);
         ncclResult_t r = ncclCommFinalize(st.comm);
         if (r == ncclSuccess || r == ncclInProgress) {
           try {
@@ -644,7 +618,7 @@ void issue(NcclState& st, const CollectiveArgs& a, const std::string& what) {
     if (r == ncclInProgress) r = nccl_detail::poll_ready(c, deadline, &st.aborted, what, st.timeout);
     if (r != ncclSuccess) nccl_detail::throw_nccl(r, str_cat(what, ": ", call), c);
   };
-  auto cuda = [&](cudaError_t e, const char* call) { nccl_detail::check_cuda(e, str_cat(what, ": ", call)); };
+  auto cuda = [&](cudaError_t e, const char* call) { cuda_check(e, str_cat(what, ": ", call)); };
   auto post_divide = [&](void* buf, int64_t count) {
     if (nccl_detail::needs_divide(a.op, a.dtype))
       kernels::divide_by(buf, count, a.dtype, st.size, st.device, Stream{s});
@@ -765,14 +739,14 @@ void NcclState::flush_p2p_locked() {
   if (r == ncclInProgress) r = nccl_detail::poll_ready(comm, deadline, &aborted, what, timeout);
   if (r != ncclSuccess) nccl_detail::throw_nccl(r, what, comm);
   for (auto& p : batch) {
-    nccl_detail::check_cuda(cudaEventRecord(p.work->event(), stream), what + ": cudaEventRecord");
+    cuda_check(cudaEventRecord(p.work->event(), stream), what + ": cudaEventRecord");
     p.work->mark_issued();
   }
 }
 
 void NcclState::flush_p2p() {
   try {
-    nccl_detail::DeviceGuard guard(device.index);
+    DeviceGuard guard(device);
     std::lock_guard<std::mutex> lock(mu);
     flush_p2p_locked();
   } catch (const std::exception& e) {
@@ -791,7 +765,7 @@ WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
   if (nothing_to_do(a)) return completed_work(desc);
   const bool p2p = a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv;
   const auto caller = static_cast<cudaStream_t>(a.stream.handle);
-  nccl_detail::DeviceGuard guard(st.device.index);
+  DeviceGuard guard(st.device);
   std::shared_ptr<NcclWork> work;
   try {
     std::lock_guard<std::mutex> lock(st.mu);
@@ -801,7 +775,7 @@ WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
     cudaError_t e = cudaEventRecord(ready, caller);
     if (e == cudaSuccess) e = cudaStreamWaitEvent(st.stream, ready, 0);
     st.release_event(ready);
-    nccl_detail::check_cuda(e, desc + ": ordering after the caller's stream");
+    cuda_check(e, desc + ": ordering after the caller's stream");
     // The internal stream uses the buffers: freed early, they must not be reused before it is done with them.
     Allocator& pool = allocator_for(st.device);
     pool.record_stream(a.send, Stream{st.stream});
@@ -816,7 +790,7 @@ WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
       e = cudaEventRecord(done, st.stream);
       if (e != cudaSuccess) {
         st.release_event(done);
-        nccl_detail::check_cuda(e, desc + ": cudaEventRecord");
+        cuda_check(e, desc + ": cudaEventRecord");
       }
       work = std::make_shared<NcclWork>(state_, done, desc, caller, true);
     }
@@ -834,7 +808,7 @@ std::shared_ptr<Communicator> NcclCommunicator::split(int color, int key) {
   NcclState& st = *state_;
   const std::string what = str_cat("split(color=", color, ", key=", key, ") on ", st.label());
   DT_CHECK_ARG(!st.aborted.load(), what, ": the communicator was aborted: ", st.abort_reason());
-  nccl_detail::DeviceGuard guard(st.device.index);
+  DeviceGuard guard(st.device);
 
   // Every rank's (color, key), to know the new group's members: NCCL does not tell.
   const std::vector<int> members = split_members(all_gather_ints(*this, {color, key}), color);

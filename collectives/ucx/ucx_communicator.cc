@@ -19,6 +19,8 @@
 
 #ifdef DT_WITH_CUDA
 #include <cuda_runtime.h>
+
+#include "core/cuda_check.h"
 #endif
 
 namespace dt {
@@ -184,10 +186,6 @@ std::shared_ptr<Communicator> UcxCommunicator::split(int color, int key) {
 
 #ifdef DT_WITH_CUDA
 namespace {
-void check_cuda(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) DT_THROW(CudaError, "UCX staging: ", what, " failed: ", cudaGetErrorString(e));
-}
-
 // Pinned host blocks for staging, reused across calls. A block comes back with an event recorded on the stream of
 // the call that used it (after its upload was enqueued) and is handed out again only once that event fired, so no
 // call waits for the device under the worker lock and no pinned memory is allocated per call once warm.
@@ -212,7 +210,7 @@ class PinnedPool {
           cudaGetLastError();
           continue;
         }
-        check_cuda(q, "cudaEventQuery");
+        cuda_check(q, "UCX staging: cudaEventQuery");
         p = b.data;
         ev = b.event;
         free_[i] = free_.back();
@@ -222,9 +220,9 @@ class PinnedPool {
     }
     if (p == nullptr) {
       void* q = nullptr;
-      check_cuda(cudaMallocHost(&q, size), "cudaMallocHost");
+      DT_CUDA_CHECK(cudaMallocHost(&q, size), "UCX staging");
       p = static_cast<char*>(q);
-      check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+      DT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "UCX staging");
     }
     return std::shared_ptr<char>(
         p, [this, size, ev, device, stream](char* data) { release(data, size, ev, device, stream); });
@@ -239,13 +237,12 @@ class PinnedPool {
   };
 
   void release(char* data, size_t size, cudaEvent_t ev, int device, cudaStream_t stream) {
-    int prev = -1;
-    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-    cudaSetDevice(device);
-    if (cudaEventRecord(ev, stream) != cudaSuccess)
-      cudaStreamSynchronize(stream);  // the block must not be reused early
-    cudaGetLastError();
-    if (prev >= 0 && prev != device) cudaSetDevice(prev);
+    {
+      DeviceGuard guard(Device::cuda(device));
+      if (cudaEventRecord(ev, stream) != cudaSuccess)
+        cudaStreamSynchronize(stream);  // the block must not be reused early
+      cudaGetLastError();
+    }
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back({data, size, ev});
   }
@@ -263,18 +260,18 @@ WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
   std::call_once(logged, [] {
     DT_LOG_INFO("ucx: device buffers are staged through pinned host memory (slow); NCCL is the backend for GPUs");
   });
-  check_cuda(cudaSetDevice(a.device.index), "cudaSetDevice");
+  DeviceGuard guard(a.device);  // the downloads below; the upload runs later, on the worker's thread
   const auto stream = static_cast<cudaStream_t>(a.stream.handle);
   const int device = a.device.index;
   ucx::StagingOps ops;
   ops.download = [stream](void* host, const void* dev, size_t n) {
-    check_cuda(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync (download)");
+    DT_CUDA_CHECK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream), "UCX staging (download)");
   };
   ops.upload = [stream, device](void* dev, const void* host, size_t n) {
-    check_cuda(cudaSetDevice(device), "cudaSetDevice");
-    check_cuda(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync (upload)");
+    DeviceGuard upload_guard(Device::cuda(device));
+    DT_CUDA_CHECK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream), "UCX staging (upload)");
   };
-  ops.wait_downloads = [stream] { check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); };
+  ops.wait_downloads = [stream] { DT_CUDA_CHECK(cudaStreamSynchronize(stream), "UCX staging"); };
   ops.host_buffer = [stream, device](size_t n) { return PinnedPool::instance().acquire(n, device, stream); };
   ucx::StagedCall staged(a, size(), ops);
   return enqueue_host(staged.host_args(), staged.upload());

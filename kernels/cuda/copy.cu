@@ -32,12 +32,6 @@ void launch_convert(void* dst, const void* src, const Layout& l, Stream stream) 
   check_launch("kernels::cuda::copy_cast");
 }
 
-void cuda_check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    DT_THROW(CudaError, what, ": ", cudaGetErrorString(e));
-  }
-}
 
 // Rows of at least this many bytes go through cudaMemcpy2DAsync; shorter rows through the strided kernel.
 constexpr int64_t kMemcpy2DMinRowBytes = 64;
@@ -47,14 +41,14 @@ void run(void* dst, DType dst_dtype, const void* src, DType src_dtype, const Lay
   if (dst_dtype == src_dtype) {
     const int64_t es = int64_t(dtype_size(dst_dtype));
     if (is_flat(l)) {
-      cuda_check(cudaMemcpyAsync(dst, src, size_t(l.numel * es), cudaMemcpyDeviceToDevice, as_cuda(stream)),
+      ::dt::cuda_check(cudaMemcpyAsync(dst, src, size_t(l.numel * es), cudaMemcpyDeviceToDevice, as_cuda(stream)),
                  "kernels::cuda::copy (cudaMemcpyAsync)");
       return;
     }
     // Rows of contiguous runs, e.g. packing a block narrowed on an inner dim: one 2-d copy.
     if (l.ndim == 2 && l.strides[0][1] == 1 && l.strides[1][1] == 1 && l.shape[1] * es >= kMemcpy2DMinRowBytes &&
         l.strides[0][0] >= l.shape[1] && l.strides[1][0] >= l.shape[1]) {
-      cuda_check(
+      ::dt::cuda_check(
           cudaMemcpy2DAsync(dst, size_t(l.strides[0][0] * es), src, size_t(l.strides[1][0] * es),
                             size_t(l.shape[1] * es), size_t(l.shape[0]), cudaMemcpyDeviceToDevice, as_cuda(stream)),
           "kernels::cuda::copy (cudaMemcpy2DAsync)");
@@ -81,7 +75,7 @@ void cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t 
 }
 
 void copy_bytes(void* dst, const void* src, size_t nbytes, Stream stream) {
-  cuda_check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, as_cuda(stream)), "kernels::cuda::copy_bytes");
+  ::dt::cuda_check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, as_cuda(stream)), "kernels::cuda::copy_bytes");
 }
 
 }  // namespace dt::kernels::cuda

@@ -37,11 +37,7 @@ void fill(const StridedView& dst, uint64_t bits, Stream stream) {
   if (l.numel == 0) return;
   size_t es = dtype_size(dst.dtype);
   if (bits == 0 && is_flat(l)) {
-    cudaError_t e = cudaMemsetAsync(dst.data, 0, size_t(l.numel) * es, as_cuda(stream));
-    if (e != cudaSuccess) {
-      cudaGetLastError();
-      DT_THROW(CudaError, "kernels::cuda::fill (cudaMemsetAsync): ", cudaGetErrorString(e));
-    }
+    DT_CUDA_CHECK(cudaMemsetAsync(dst.data, 0, size_t(l.numel) * es, as_cuda(stream)), "kernels::cuda::fill");
     return;
   }
   dispatch_bits(es, [&]<typename U>() { launch_fill<U>(dst.data, l, bits, stream); });

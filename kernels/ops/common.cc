@@ -76,20 +76,6 @@ void throw_no_cuda(const char* op, const Device& device) {
   DT_THROW(Unsupported, op, " on ", device, ": dtensor was built without CUDA");
 }
 
-void set_current_device(const Device& device) {
-#if defined(DT_WITH_CUDA)
-  if (device.is_cpu()) return;
-  check_device_usable(device);
-  cudaError_t e = cudaSetDevice(device.index);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    DT_THROW(CudaError, "cudaSetDevice(", device.index, "): ", cudaGetErrorString(e));
-  }
-#else
-  (void)device;
-#endif
-}
-
 int64_t wrap(const char* op, int64_t dim, int64_t ndim) {
   std::string what = str_cat(op, ": dim");
   return wrap_dim(dim, ndim, what.c_str());

@@ -34,8 +34,6 @@ void check_max_dims(const char* op, const Tensor& t, int max_dims);
 Tensor reshape_contig(const Tensor& t, const Shape& shape, Stream stream);
 
 [[noreturn]] void throw_no_cuda(const char* op, const Device& device);
-// Makes `device` the current CUDA device (no-op on the CPU and without CUDA).
-void set_current_device(const Device& device);
 
 // The compute (accumulation) dtype of a floating dtype: f32 for f16/bf16/f32, f64 for f64.
 inline DType acc_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
@@ -67,7 +65,7 @@ IdsCheck check_ids_cuda(const Tensor& ids, int64_t hi, std::optional<int64_t> ig
       (void)stream;                                          \
       cpu_call;                                              \
     } else {                                                 \
-      ::dt::kernels::ops_detail::set_current_device(device); \
+      ::dt::DeviceGuard dt_ops_guard_(device);               \
       cuda_call;                                             \
     }                                                        \
   } while (0)
