@@ -137,6 +137,14 @@ std::string get_string(Var v) {
   return value(v, t == Type::kChoice ? Type::kChoice : Type::kString).s;
 }
 
+int64_t default_int(Var v) {
+  const VarInfo& var = info(v);
+  DT_ASSERT(var.type == Type::kInt && *var.default_value != '\0');
+  Value parsed;
+  parse(var, var.default_value, parsed);
+  return parsed.i;
+}
+
 bool is_set(Var v) {
   auto set = lookup(info(v).name);
   return set && !set->empty();

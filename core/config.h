@@ -98,6 +98,9 @@ int64_t get_int(Var v);
 double get_seconds(Var v);
 std::string get_string(Var v);  // kString and kChoice
 bool is_set(Var v);             // set to a non-empty value
+// The declared default of a kInt variable, whatever the environment says (for value types whose defaults are the
+// table's, e.g. UcxTuning).
+int64_t default_int(Var v);
 
 // The process environment, for the launch aliases other launchers set; nullopt when unset.
 std::optional<std::string> lookup(const std::string& name);

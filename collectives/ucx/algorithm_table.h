@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "collectives/communicator.h"
+#include "core/config.h"
 
 namespace dt::ucx {
 
@@ -58,20 +59,24 @@ const AlgorithmDesc* find_algorithm(CollectiveKind kind, std::string_view name);
 
 // Thresholds and chunk sizes. Defaults were measured on 2-core shared-memory machines (bench/collectives); each can
 // be overridden by an environment variable (read once) or per communicator (UcxCommunicator::set_tuning).
-// A communicator's thresholds; from_env() gives the configured ones (defaults and help in core/config.h).
+// A communicator's thresholds: a default-constructed one holds the declared defaults, from_env() the configured
+// values (names, defaults and help of the DT_UCX_* variables in core/config.h).
 struct UcxTuning {
-  int64_t allreduce_small_bytes = 0;  // DT_UCX_ALLREDUCE_SMALL_BYTES: recursive doubling up to this
-  int64_t broadcast_small_bytes = 0;  // DT_UCX_BROADCAST_SMALL_BYTES: binomial tree up to this
-  int64_t chunk_bytes = 0;            // DT_UCX_CHUNK_BYTES: pipelining chunk of the rings and the chain
-  int reduce_slots = 0;               // DT_UCX_REDUCE_SLOTS: chunk buffers for the last reduce step
-  // DT_UCX_DIRECT_MIN_BYTES: strided views of at least this many bytes between processes of one host are read
-  // straight from the peer's memory (process_vm_readv); smaller ones are packed into messages. -1: never read.
-  // Measured (bench/redistribute, 2 ranks, S(0)->S(1)): 16 KiB blocks 8.6 us direct vs 11.7 packed (the peer's
-  // read of a freshly packed buffer pulls every line out of this core's cache); 8 KiB blocks 7.8 vs 7.2.
-  int64_t direct_min_bytes = 0;
-  // DT_UCX_DIRECT_ALLREDUCE_MIN_BYTES: all-reduces of at least this many bytes on groups whose members all live on
-  // this host use the direct algorithm (direct_all_reduce.cc). -1: never.
-  int64_t direct_allreduce_min_bytes = 0;
+  // recursive doubling up to this, a ring above
+  int64_t allreduce_small_bytes = config::default_int(config::Var::kUcxAllreduceSmallBytes);
+  // binomial tree up to this, a pipelined chain above
+  int64_t broadcast_small_bytes = config::default_int(config::Var::kUcxBroadcastSmallBytes);
+  // pipelining chunk of the rings and the chain
+  int64_t chunk_bytes = config::default_int(config::Var::kUcxChunkBytes);
+  // chunk buffers for the last reduce step
+  int reduce_slots = int(config::default_int(config::Var::kUcxReduceSlots));
+  // Strided views of at least this many bytes between processes of one host are read straight from the peer's
+  // memory (process_vm_readv); smaller ones are packed into messages (the peer's read of a freshly packed buffer
+  // pulls every line out of this core's cache, which costs more than a direct read from 16 KiB). -1: never.
+  int64_t direct_min_bytes = config::default_int(config::Var::kUcxDirectMinBytes);
+  // All-reduces of at least this many bytes on groups whose members all live on this host use the direct algorithm
+  // (direct_all_reduce.cc). -1: never.
+  int64_t direct_allreduce_min_bytes = config::default_int(config::Var::kUcxDirectAllreduceMinBytes);
   // DT_UCX_ALGORITHM: per kind, the algorithm forced by name (nullptr: chosen by the rules). See force_algorithms.
   std::array<const AlgorithmDesc*, kNumCollectiveKinds> forced{};
 
