@@ -508,6 +508,9 @@ bool UcxOp::advance(Clock::time_point now) {
               ucx::transfer_view(*worker_, *comm_, t.peer, *static_cast<const ViewDesc*>(t.src), views_[size_t(t.view)],
                                  t.n != 0);
           } catch (const Error& e) {
+            // The peer may have left the call for a cause its abort notice names (Note [A peer that left the call]).
+            if (e.code() == ErrorCode::kRemoteError && worker_->await_group_failure_locked(*comm_) && finished_)
+              return true;
             fail(e.code(), e.what());
             return true;
           }

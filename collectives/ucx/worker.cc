@@ -546,6 +546,26 @@ bool UcxWorker::handle_cma_failures_locked() {
   return true;
 }
 
+// Note [A peer that left the call]
+// A direct copy into or out of a live peer's memory fails (EFAULT) when that peer has already given up on the call
+// (a third rank died under it, or it timed out) and its buffers are gone. The failure is a symptom: the peer's
+// abort notice names the cause and is on its way, or the dead rank is about to be seen by this rank's own checks.
+// The failing rank waits for either, bounded by the stall threshold, so that every survivor reports the cause (the
+// dead rank) rather than "Bad address"; without one, the copy's own error stands.
+bool UcxWorker::await_group_failure_locked(const CommState& comm) {
+  const auto deadline = Clock::now() + stall_threshold_;
+  while (!comm.failed && !stop_.load()) {
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
+    }
+    handle_cma_failures_locked();
+    if (abort_recv_->done) poll_abort_locked();
+    check_peers_locked();
+    if (comm.failed || Clock::now() >= deadline) break;
+    ::usleep(200);
+  }
+  return comm.failed;
+}
+
 void UcxWorker::fail_dead_peers_locked(const std::vector<int>& newly_dead) {
   if (newly_dead.empty()) return;
   auto running = running_;

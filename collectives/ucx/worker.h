@@ -122,6 +122,9 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // Peers whose memory vanished under a CMA copy (Note [CMA reads from a dead peer]): marks them dead and fails the
   // calls of their groups, before any completion of those calls is looked at. Returns whether any call failed.
   bool handle_cma_failures_locked();
+  // A copy with a live peer of `comm` failed: waits (at most the stall threshold) for the group to fail with the
+  // cause, a peer's abort notice or a death (Note [A peer that left the call]). Returns whether it failed.
+  bool await_group_failure_locked(const CommState& comm);
 
   // ---- any thread ----
   // One step of a caller waiting on `work` (Note [UCX progress]): progress if the lock is free; with nothing to do,
