@@ -1,0 +1,155 @@
+// UcxWorker's liveness checks (Note [UCX failure detection] in worker.h): stalled calls, peers that died (by /proc
+// or under a copy), mismatched calls, and the failure of every call of a group with a dead member.
+#include <unistd.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "collectives/flight_recorder.h"
+#include "collectives/ucx/cma_guard.h"
+#include "collectives/ucx/process_info.h"
+#include "collectives/ucx/tag.h"
+#include "collectives/ucx/worker.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace dt::ucx {
+
+std::exception_ptr UcxWorker::dead_member_error(const CommState& comm, const std::string& what) const {
+  for (int r = 0; r < comm.size; ++r) {
+    const PeerInfo& p = peers_[size_t(comm.members[size_t(r)])];
+    if (!p.dead.empty())
+      return make_error(ErrorCode::kRemoteError, str_cat(what, ": ", peer_name(comm, r), " died earlier: ", p.dead));
+  }
+  return nullptr;
+}
+
+void UcxWorker::check_health_locked(Clock::time_point now) {
+  if (running_.empty() || now < next_health_) return;
+  next_health_ = now + std::chrono::milliseconds(100);
+  bool stalled = false;
+  auto running = running_;
+  for (auto& op : running) {
+    if (op->finished()) continue;
+    if (now > op->deadline()) {
+      op->fail(ErrorCode::kTimeout, str_cat("did not complete within ", op->timeout().count() / 1000.0,
+                                            " s; still waiting for: ", op->pending_summary()));
+      continue;
+    }
+    if (now - op->last_progress() >= stall_threshold_) {
+      stalled = true;
+      if (find_mismatch_locked(*op)) continue;
+    }
+  }
+  if (stalled && now >= next_liveness_) {
+    next_liveness_ = now + std::chrono::milliseconds(500);
+    check_peers_locked();
+  }
+}
+
+bool UcxWorker::find_mismatch_locked(UcxOp& op) {
+  if (!op.started() || op.finished()) return false;
+  const CommState& c = *op.comm();
+  const CollectiveArgs& a = op.args();
+  const bool p2p = a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv;
+  // A send's number counts this rank's sends to the peer; the peer's messages here count its sends to this rank: a
+  // different sequence, so they say nothing about it (a peer may send i64 ids one way while f32 data comes back).
+  if (a.kind == CollectiveKind::kSend) return false;
+  const uint32_t kind = tag_kind(a.kind), send_kind = uint32_t(CollectiveKind::kSend);
+  for (int peer : op.pending_peers()) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h m =
+        ucp_tag_probe_nb(worker_, make_tag(0, c.id, op.seq(), 0, uint32_t(peer), 0), kCallMask, 0, &info);
+    if (m == nullptr) continue;
+    const uint32_t k = tag_kind_of(info.sender_tag);
+    // The abort channel, and point-to-point messages against collectives (separate sequence spaces), say nothing.
+    if (k == kAbortKind || (k == send_kind) != p2p) continue;
+    if (k == kind && tag_sig(info.sender_tag) == op.signature()) continue;  // this very call's, not yet taken
+    std::string what;
+    if (k != kind)
+      what = str_cat(peer_name(c, peer), " called ", collective_kind_name(CollectiveKind(k)),
+                     " as the same call of this communicator (mismatched collective calls)");
+    else if (p2p)
+      what = str_cat(peer_name(c, peer), " sent a message of another dtype (mismatched send and recv)");
+    else
+      what = str_cat(peer_name(c, peer),
+                     " made the same call with another dtype, reduce op or root (mismatched collective calls)");
+    op.fail(ErrorCode::kInvalidArgument, what);
+    return true;
+  }
+  return false;
+}
+
+void UcxWorker::check_peers_locked() {
+  std::vector<int> newly_dead;
+  for (int g = 0; g < size_; ++g) {
+    PeerInfo& p = peers_[size_t(g)];
+    if (g == rank_ || !p.same_host || !p.dead.empty()) continue;
+    std::string why = process_dead_reason(p.pid, p.start_time);
+    if (!why.empty()) {
+      p.dead = why;
+      any_dead_ = true;
+      newly_dead.push_back(g);
+      DT_LOG_WARN("UCX: rank ", g, " (pid ", p.pid, ") died: ", why);
+    }
+  }
+  fail_dead_peers_locked(newly_dead);
+}
+
+bool UcxWorker::handle_cma_failures_locked() {
+  if (!cma_peer_failure_pending()) return false;
+  std::vector<int> newly_dead;
+  for (pid_t pid : take_cma_peer_failures())
+    for (int g = 0; g < size_; ++g) {
+      PeerInfo& p = peers_[size_t(g)];
+      if (g == rank_ || !p.same_host || p.pid != int64_t(pid) || !p.dead.empty()) continue;
+      p.dead = "its process " + std::to_string(pid) + " is gone (a copy from its memory failed)";
+      any_dead_ = true;
+      newly_dead.push_back(g);
+      DT_LOG_WARN("UCX: rank ", g, " (pid ", pid, ") died: ", p.dead);
+    }
+  if (newly_dead.empty()) return false;
+  fail_dead_peers_locked(newly_dead);
+  return true;
+}
+
+// Note [A peer that left the call]
+// A direct copy into or out of a live peer's memory fails (EFAULT) when that peer has already given up on the call
+// (a third rank died under it, or it timed out) and its buffers are gone. The failure is a symptom: the peer's
+// abort notice names the cause and is on its way, or the dead rank is about to be seen by this rank's own checks.
+// The failing rank waits for either, bounded by the stall threshold, so that every survivor reports the cause (the
+// dead rank) rather than "Bad address"; without one, the copy's own error stands.
+bool UcxWorker::await_group_failure_locked(const CommState& comm) {
+  const auto deadline = Clock::now() + stall_threshold_;
+  while (!comm.failed && !stop_.load()) {
+    for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
+    }
+    handle_cma_failures_locked();
+    if (abort_recv_->done) poll_abort_locked();
+    check_peers_locked();
+    if (comm.failed || Clock::now() >= deadline) break;
+    ::usleep(200);
+  }
+  return comm.failed;
+}
+
+void UcxWorker::fail_dead_peers_locked(const std::vector<int>& newly_dead) {
+  if (newly_dead.empty()) return;
+  auto running = running_;
+  for (auto& op : running) {
+    if (op->finished()) continue;
+    CommState& c = *op->comm();
+    for (int g : newly_dead) {
+      auto it = std::find(c.members.begin(), c.members.end(), g);
+      if (it == c.members.end()) continue;
+      const int r = int(it - c.members.begin());
+      fail_comm_locked(c, ErrorCode::kRemoteError,
+                       str_cat(peer_name(c, r), " died (", peers_[size_t(g)].dead, ") while this call was pending"),
+                       true);
+      break;
+    }
+  }
+}
+
+}  // namespace dt::ucx
