@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
       for (const Case& c : cases) {
         if (!listed("DT_BENCH_CASES", c.name)) continue;
 
-        dt::DTensor x = dt::distribute_tensor(full, mesh, c.from);
+        dt::DTensor x = dt::distribute_tensor(full, mesh, c.from, {}, std::nullopt);  // every rank holds `full`
         const dt::Tensor& local = x.to_local();
         dt::Tensor scratch_in;
         int64_t out_numel = c.out_size == OutSize::kTimesRanks ? local.numel() * n
