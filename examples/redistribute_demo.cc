@@ -89,12 +89,14 @@ int main() {
     dt::Tensor xs = dt::Tensor::randn({B, D}, 1), w1 = dt::Tensor::randn({H, D}, 2, dt::DType::f32, 0, 0.3);
     dt::Tensor w2 = dt::Tensor::randn({D, H}, 3, dt::DType::f32, 0, 0.3), w3 = dt::Tensor::randn({V, D}, 4, dt::DType::f32, 0, 0.05);
     dt::Tensor ids = dt::Tensor::rand({B}, 5, dt::DType::i64, 0, double(V));
-    dt::CommCounter mlp_counter(mesh);
+    // distribute_tensor scatters rank 0's tensors (each rank receives only its block); the counter below counts the
+    // model's own communication, from the first layer on.
     auto X = dt::distribute_tensor(xs, mesh, {dt::Shard(0), dt::Replicate()});
     auto W1 = dt::distribute_tensor(w1, mesh, {dt::Replicate(), dt::Shard(0)});  // colwise
     auto W2 = dt::distribute_tensor(w2, mesh, {dt::Replicate(), dt::Shard(1)});  // rowwise
     auto W3 = dt::distribute_tensor(w3, mesh, {dt::Replicate(), dt::Shard(0)});  // colwise: class-sharded logits
     auto T = dt::distribute_tensor(ids, mesh, {dt::Shard(0), dt::Replicate()});
+    dt::CommCounter mlp_counter(mesh);
     auto Hd = dt::gelu(dt::linear(X, W1));     // (S(0), S(1)): no communication
     auto Y = dt::linear(Hd, W2);               // (S(0), P(sum)): partial sums over tp
     auto logits = dt::linear(Y, W3);           // one all-reduce of Y on tp, logits (S(0), S(1))
