@@ -1,7 +1,5 @@
 #include "collectives/debug_communicator.h"
 
-#include <cstdlib>
-#include <cstring>
 #include <sstream>
 
 #include "collectives/call_signature.h"

@@ -43,9 +43,10 @@ void destroy_process_group();
 // visible_devices < 1 or rank < 0.
 int select_cuda_device(int local_rank, int rank, int visible_devices);
 
-// The GPU a process of rank `rank` uses for DeviceType::kCUDA (an NCCL world, a CUDA mesh over a host world):
-// select_cuda_device with the launcher's local rank (the rank when the environment names none) and this process's
-// visible devices. Throws dt::Unsupported when no CUDA device is usable.
+// The GPU of a process for DeviceType::kCUDA (an NCCL world, a CUDA mesh over a host world): select_cuda_device
+// over this process's visible devices. Throws dt::Unsupported when no CUDA device is usable.
+Device cuda_device_for(int local_rank, int rank);
+// cuda_device_for with the launcher's local rank from the environment (the rank when the environment names none).
 Device default_cuda_device(int rank);
 
 }  // namespace dt

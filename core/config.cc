@@ -58,7 +58,7 @@ bool one_of(std::string_view word, std::string_view list) {
   return false;
 }
 
-// Parses `text` as `var` declares; `what` says where it came from for the message.
+// Parses `text` as `var` declares into `out`; a malformed value is an InvalidArgument naming the variable.
 void parse(const VarInfo& var, const std::string& text, Value& out) {
   const std::string shown = "'" + text + "'";
   switch (var.type) {
