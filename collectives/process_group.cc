@@ -71,10 +71,10 @@ void destroy_process_group() {
   store.reset();  // outside the lock: a hosted server joins its threads
 }
 
-Device cuda_device_for(int local_rank, int rank) {
+Device cuda_device_for(int local_rank, int rank, const char* what) {
   const int visible = cuda_device_count();
   if (visible == 0)
-    DT_THROW(Unsupported, "DeviceType::kCUDA on rank ", rank,
+    DT_THROW(Unsupported, what, " on rank ", rank,
              ": no usable CUDA device (no GPU, no driver, or dtensor built without CUDA); use DeviceType::kCPU");
   const Device device = Device::cuda(select_cuda_device(local_rank, rank, visible));
   check_device_usable(device);
@@ -88,7 +88,7 @@ Device default_cuda_device(int rank) {
   } catch (const InvalidArgument&) {
     // No launcher environment (ranks as threads, a hand-made world): the rank picks the device.
   }
-  return cuda_device_for(local_rank, rank);
+  return cuda_device_for(local_rank, rank, "DeviceType::kCUDA");
 }
 
 int select_cuda_device(int local_rank, int rank, int visible_devices) {

@@ -44,8 +44,8 @@ void destroy_process_group();
 int select_cuda_device(int local_rank, int rank, int visible_devices);
 
 // The GPU of a process for DeviceType::kCUDA (an NCCL world, a CUDA mesh over a host world): select_cuda_device
-// over this process's visible devices. Throws dt::Unsupported when no CUDA device is usable.
-Device cuda_device_for(int local_rank, int rank);
+// over this process's visible devices. Throws dt::Unsupported, naming the call `what`, when no CUDA device is usable.
+Device cuda_device_for(int local_rank, int rank, const char* what);
 // cuda_device_for with the launcher's local rank from the environment (the rank when the environment names none).
 Device default_cuda_device(int rank);
 

@@ -10,7 +10,7 @@ namespace dt::detail {
 
 void register_nccl_backend() {
   register_backend({"nccl", DeviceType::kCUDA, [](const BootstrapEnv& env, std::shared_ptr<Store> store) {
-                      const Device device = cuda_device_for(env.local_rank, env.rank);
+                      const Device device = cuda_device_for(env.local_rank, env.rank, "init_process_group(kCUDA)");
                       // The process's device for good, not for a scope: later runtime calls default to it.
                       DT_CUDA_CHECK(cudaSetDevice(device.index), "init_process_group(kCUDA) on rank ", env.rank);
                       return CommunicatorPtr(NcclCommunicator::create(*store, env.rank, env.world_size, device));
