@@ -167,7 +167,7 @@ double WarmupCosine::lr_at(int64_t step) const {
   return min_lr + 0.5 * (base_lr - min_lr) * (1 + std::cos(std::numbers::pi * t));
 }
 
-void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh& dp) {
+void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh& dp, ReduceOp op) {
   DT_CHECK_ARG(dp.defined() && dp.ndim() == 1, "all_reduce_gradients: the data-parallel mesh must be 1-d");
   if (!dp.is_member() || dp.size() == 1) return;
   // One flat buffer per (dtype, device): pack, all-reduce (average), unpack.
@@ -186,7 +186,7 @@ void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh&
       flat.narrow(0, off, t.numel()).copy_(t.reshape({t.numel()}));
       off += t.numel();
     }
-    dp.comm(0)->all_reduce(flat, ReduceOp::kAvg)->wait();
+    dp.comm(0)->all_reduce(flat, op)->wait();
     off = 0;
     for (const Tensor& t : ts) {
       Tensor dst = t;

@@ -95,8 +95,9 @@ struct WarmupCosine {
   double lr_at(int64_t step) const;  // step counts from 0
 };
 
-// Averages the gradients over a data-parallel mesh (1-d: the dp dim) with one all-reduce per dtype and device
-// (the local gradients are packed into one buffer). Every rank of that mesh calls it with the same parameters.
-void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh& dp_mesh);
+// Reduces the gradients over a data-parallel mesh (1-d: the dp dim; kAvg averages, kSum adds) with one all-reduce
+// per dtype and device (the local gradients are packed into one buffer). Every rank of that mesh calls it with the
+// same parameters.
+void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh& dp_mesh, ReduceOp op = ReduceOp::kAvg);
 
 }  // namespace dt::nn
