@@ -54,9 +54,8 @@ Tensor Tensor::rand_block(const Shape& global, const Shape& offset, const Shape&
   if (!is_floating(dtype)) {
     // Integers: uniform over the integers in [lo, hi).
     double span = std::floor(hi) - std::ceil(lo);
-    return fill_block(global, offset, block, dtype, [&](uint64_t i) {
-      return std::ceil(lo) + std::floor(unit(seed, i, 0) * std::max(span, 1.0));
-    });
+    return fill_block(global, offset, block, dtype,
+                      [&](uint64_t i) { return std::ceil(lo) + std::floor(unit(seed, i, 0) * std::max(span, 1.0)); });
   }
   return fill_block(global, offset, block, dtype, [&](uint64_t i) { return lo + (hi - lo) * unit(seed, i, 0); });
 }

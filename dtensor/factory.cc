@@ -33,9 +33,8 @@ DTensor make(const char* what, const Shape& shape, const DeviceMesh& mesh, std::
 
 DTensor empty(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements,
               const FactoryOptions& options) {
-  return make("empty", shape, mesh, std::move(placements), options, [&](const Shape&, const Shape& block) {
-    return Tensor::empty(block, options.dtype, mesh.device());
-  });
+  return make("empty", shape, mesh, std::move(placements), options,
+              [&](const Shape&, const Shape& block) { return Tensor::empty(block, options.dtype, mesh.device()); });
 }
 
 DTensor zeros(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements,

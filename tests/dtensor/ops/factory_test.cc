@@ -26,8 +26,8 @@ void check_factory(const std::string& label,
           CommCounter counter(mesh);
           DTensor x = make(shape, mesh, spec);
           const int64_t sent = counter.total();
-          const std::string what = label + " " + shape_str(shape) + " " + spec.to_string() + " on " +
-                                   shape_str(mesh.shape().sizes());
+          const std::string what =
+              label + " " + shape_str(shape) + " " + spec.to_string() + " on " + shape_str(mesh.shape().sizes());
           if (sent != 0) failures.add(what + ": communicated");
           if (!(x.spec() == spec) || x.shape() != shape) failures.add(what + ": got " + x.describe());
           if (x.to_local().shape() != local_shape(shape, mesh.shape(), spec, mesh.coordinate()))
