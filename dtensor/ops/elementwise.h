@@ -15,7 +15,13 @@
 //     to(dtype) max/min for non-bool casts; sum/avg only when the cast widens exactly
 //   Not linear (pow, abs, log, sqrt, rsqrt, silu, gelu, comparisons): Partial inputs are reduced first.
 //
-// Dtypes follow kernels/ops/elementwise.h (no type promotion; comparisons give bool).
+// Dtypes: binary ops (add, sub, mul, div, pow, maximum, minimum, the comparisons, where's a and b) promote mixed
+// dtypes by torch's rule, kernels/ops/type_promotion.h promote_types (bool < integers < floating, within a kind the
+// wider, f16 with bf16 -> f32): each rank converts the narrower operand's block before the kernel. A Partial(sum,
+// avg, product) operand whose conversion is not exact is reduced first (Note [Partial under promotion]). div of
+// integers gives f32 (true division); pow needs a floating operand; both bool is an error. A double scalar keeps a
+// floating tensor's dtype (x_f16 * 2.0 is f16); a bool or integer tensor with a non-integer scalar becomes f32, and
+// div/pow by a scalar compute integers in f32. Comparisons give bool.
 #pragma once
 
 #include "dtensor/dtensor.h"
