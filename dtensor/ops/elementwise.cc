@@ -442,4 +442,42 @@ DTensor operator-(double s, const DTensor& x) { return rsub(x, s); }
 DTensor operator*(double s, const DTensor& x) { return mul(x, s); }
 DTensor operator-(const DTensor& x) { return neg(x); }
 
+DTensor as_replicate(const Tensor& t, const DeviceMesh& mesh) {
+  DT_CHECK_ARG(t.defined(), "dt::as_replicate: the tensor is undefined");
+  DT_CHECK_ARG(mesh.defined(), "dt::as_replicate: the mesh is undefined");
+  const ShardingSpec spec = ShardingSpec::replicated(mesh.ndim());
+  if (!mesh.is_member())
+    return DTensor::from_local_unchecked(Tensor::empty({0}, t.dtype(), mesh.device()), mesh, spec, t.shape());
+  return DTensor::from_local_unchecked(t.to(mesh.device()).contiguous(), mesh, spec, t.shape());
+}
+
+namespace {
+const DeviceMesh& mesh_of(const DTensor& x, const char* op) {
+  DT_CHECK_ARG(x.defined(), "dt::", op, ": the DTensor operand is undefined");
+  return x.mesh();
+}
+}  // namespace
+
+#define DT_MIXED_BINARY_(name, fn)                                                                    \
+  DTensor name(const DTensor& a, const Tensor& b) { return fn(a, as_replicate(b, mesh_of(a, #fn))); } \
+  DTensor name(const Tensor& a, const DTensor& b) { return fn(as_replicate(a, mesh_of(b, #fn)), b); }
+DT_MIXED_BINARY_(add, add)
+DT_MIXED_BINARY_(sub, sub)
+DT_MIXED_BINARY_(mul, mul)
+DT_MIXED_BINARY_(div, div)
+DT_MIXED_BINARY_(pow, pow)
+DT_MIXED_BINARY_(maximum, maximum)
+DT_MIXED_BINARY_(minimum, minimum)
+DT_MIXED_BINARY_(eq, eq)
+DT_MIXED_BINARY_(ne, ne)
+DT_MIXED_BINARY_(lt, lt)
+DT_MIXED_BINARY_(le, le)
+DT_MIXED_BINARY_(gt, gt)
+DT_MIXED_BINARY_(ge, ge)
+DT_MIXED_BINARY_(operator+, add)
+DT_MIXED_BINARY_(operator-, sub)
+DT_MIXED_BINARY_(operator*, mul)
+DT_MIXED_BINARY_(operator/, div)
+#undef DT_MIXED_BINARY_
+
 }  // namespace dt

@@ -91,4 +91,32 @@ DTensor operator-(double s, const DTensor& x);
 DTensor operator*(double s, const DTensor& x);
 DTensor operator-(const DTensor& x);
 
+// A plain Tensor mixed with a DTensor is a Replicate DTensor on the DTensor's mesh (as in PyTorch, where a
+// torch.Tensor operand of a DTensor op is treated as replicated). It is wrapped without communication and without a
+// check: the caller guarantees that it holds the same value on every rank of the mesh (a different value per rank
+// gives a DTensor whose ranks disagree, silently). It is moved to the mesh's device when it is elsewhere.
+DTensor as_replicate(const Tensor& t, const DeviceMesh& mesh);
+
+#define DT_MIXED_BINARY_(name)                     \
+  DTensor name(const DTensor& a, const Tensor& b); \
+  DTensor name(const Tensor& a, const DTensor& b);
+DT_MIXED_BINARY_(add)
+DT_MIXED_BINARY_(sub)
+DT_MIXED_BINARY_(mul)
+DT_MIXED_BINARY_(div)
+DT_MIXED_BINARY_(pow)
+DT_MIXED_BINARY_(maximum)
+DT_MIXED_BINARY_(minimum)
+DT_MIXED_BINARY_(eq)
+DT_MIXED_BINARY_(ne)
+DT_MIXED_BINARY_(lt)
+DT_MIXED_BINARY_(le)
+DT_MIXED_BINARY_(gt)
+DT_MIXED_BINARY_(ge)
+DT_MIXED_BINARY_(operator+)
+DT_MIXED_BINARY_(operator-)
+DT_MIXED_BINARY_(operator*)
+DT_MIXED_BINARY_(operator/)
+#undef DT_MIXED_BINARY_
+
 }  // namespace dt

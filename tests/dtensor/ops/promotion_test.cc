@@ -3,6 +3,7 @@
 // placement pair (Partial(sum) included: it is reduced first where the conversion is not exact).
 #include <gtest/gtest.h>
 
+#include "dtensor/comm_counter.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/type_promotion.h"
 #include "tests/dtensor/ops/op_test_util.h"
@@ -102,6 +103,44 @@ TEST(DTensorOpsPromotion, ComparisonsWhereDivAndScalars) {
     EXPECT_TRUE(allclose(s.full_tensor(), kernels::mul_scalar(ia.to(DType::f32), 2.5)));
     EXPECT_EQ((i / 2.0).dtype(), DType::f32);
     EXPECT_TRUE(allclose((i / 2.0).full_tensor(), kernels::div_scalar(ia.to(DType::f32), 2)));
+  });
+}
+
+// A plain Tensor operand is Replicate on the DTensor's mesh: the same value as the kernels on full tensors, for
+// every placement of the DTensor, and no communication when the DTensor needs none.
+TEST(DTensorOpsMixed, TensorOperandIsReplicate) {
+  Failures failures;
+  const Tensor t = Tensor::rand({3}, 77, DType::f32, -2, 2);
+  const Tensor t2 = Tensor::rand({5, 3}, 78, DType::f32, -2, 2);
+  for (const auto& mesh_shape : op_test::standard_meshes()) {
+    op_test::on_mesh(mesh_shape, [&](const DeviceMesh& mesh) {
+      op_test::run_matrix(
+          "mixed", mesh, {InputGen({5, 3}, DType::f32, -2, 2, {ReduceOp::kSum, ReduceOp::kMax})},
+          [&](const std::vector<DTensor>& x) {
+            return std::vector<DTensor>{x[0] + t,         t - x[0],    mul(x[0], t2), t2 / x[0],
+                                        maximum(t, x[0]), lt(x[0], t), ge(t2, x[0])};
+          },
+          [&](const std::vector<Tensor>& x) {
+            return std::vector<Tensor>{kernels::add(x[0], t),
+                                       kernels::sub(t, x[0]),
+                                       kernels::mul(x[0], t2),
+                                       kernels::div(t2, x[0]),
+                                       kernels::maximum(t, x[0]),
+                                       kernels::lt(x[0], t),
+                                       kernels::ge(t2, x[0])};
+          },
+          false, failures);
+    });
+  }
+  failures.report(40);
+  op_test::on_mesh({2, 2}, [&](const DeviceMesh& mesh) {
+    DTensor x = distribute_tensor(Tensor::rand({5, 3}, 3), mesh, {Shard{0}, Shard{1}}, {}, std::nullopt);
+    CommCounter counter(mesh);
+    DTensor y = x * t2;
+    EXPECT_EQ(counter.total(), 0) << counter.summary();
+    EXPECT_TRUE(y.spec() == x.spec()) << y.describe();
+    EXPECT_THROW(add(DTensor(), t), InvalidArgument);
+    EXPECT_THROW(add(x, Tensor::rand({4}, 1)), InvalidArgument);  // shapes do not broadcast
   });
 }
 
