@@ -10,6 +10,7 @@
 #include "dtensor/ops/dropout.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/embedding.h"
+#include "dtensor/ops/index.h"
 #include "dtensor/ops/loss.h"
 #include "dtensor/ops/matmul.h"
 #include "dtensor/ops/norm.h"
