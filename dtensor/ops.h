@@ -11,6 +11,7 @@
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/embedding.h"
 #include "dtensor/ops/index.h"
+#include "dtensor/ops/inplace.h"
 #include "dtensor/ops/loss.h"
 #include "dtensor/ops/matmul.h"
 #include "dtensor/ops/norm.h"
