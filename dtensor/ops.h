@@ -12,6 +12,7 @@
 #include "dtensor/ops/embedding.h"
 #include "dtensor/ops/index.h"
 #include "dtensor/ops/inplace.h"
+#include "dtensor/ops/local_map.h"
 #include "dtensor/ops/loss.h"
 #include "dtensor/ops/matmul.h"
 #include "dtensor/ops/norm.h"
