@@ -1,7 +1,10 @@
-// Rules of index_select, gather and their backward ops. Note [indexing through embedding]: every local kernel here is
-// kernels::embedding / embedding_backward (which run on CPU and CUDA) on a reshaped view: index_select along `dim` is
-// an embedding lookup of x with `dim` moved to the front; gather along `dim` is a lookup of single elements of x
-// flattened to [rows * n, 1] with ids offset by row * n.
+// Rules of index_select, gather and their backward ops (Note [indexing through embedding]).
+//
+// Note [indexing through embedding]
+// Every local kernel here is kernels::embedding / embedding_backward (which run on CPU and CUDA) on a reshaped view:
+// index_select along `dim` is an embedding lookup of x with `dim` moved to the front; gather along `dim` is a lookup
+// of single elements of x flattened to [rows * n, 1] with ids offset by row * n; the backward ops are the matching
+// embedding_backward (a scatter-add accumulated in float for f16/bf16).
 #include "dtensor/ops/index.h"
 
 #include <numeric>

@@ -121,12 +121,8 @@ TEST(DTensorOpsMixed, TensorOperandIsReplicate) {
                                         maximum(t, x[0]), lt(x[0], t), ge(t2, x[0])};
           },
           [&](const std::vector<Tensor>& x) {
-            return std::vector<Tensor>{kernels::add(x[0], t),
-                                       kernels::sub(t, x[0]),
-                                       kernels::mul(x[0], t2),
-                                       kernels::div(t2, x[0]),
-                                       kernels::maximum(t, x[0]),
-                                       kernels::lt(x[0], t),
+            return std::vector<Tensor>{kernels::add(x[0], t),  kernels::sub(t, x[0]),     kernels::mul(x[0], t2),
+                                       kernels::div(t2, x[0]), kernels::maximum(t, x[0]), kernels::lt(x[0], t),
                                        kernels::ge(t2, x[0])};
           },
           false, failures);
