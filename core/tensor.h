@@ -46,6 +46,12 @@ class Tensor {
   // build the same global tensor.
   static Tensor rand(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double lo = 0, double hi = 1);
   static Tensor randn(const Shape& shape, uint64_t seed, DType dtype = DType::f32, double mean = 0, double std = 1);
+  // The block of shape `block` at `offset` of rand(global, ...) / randn(global, ...), made without the rest: what one
+  // rank of a sharded tensor holds (dt::rand). rand/randn are the block of the whole.
+  static Tensor rand_block(const Shape& global, const Shape& offset, const Shape& block, uint64_t seed,
+                           DType dtype = DType::f32, double lo = 0, double hi = 1);
+  static Tensor randn_block(const Shape& global, const Shape& offset, const Shape& block, uint64_t seed,
+                            DType dtype = DType::f32, double mean = 0, double std = 1);
   static Tensor arange(int64_t n, DType dtype = DType::f32);
 
   // ---- metadata ----

@@ -16,8 +16,6 @@
 
 namespace dt {
 
-namespace {
-
 // The kernels' limit (pack, unpack, copies of strided views): a DTensor of more dims could be built but never moved.
 constexpr int64_t kMaxDims = kernels::kMaxDims;
 
@@ -31,6 +29,8 @@ ShardingSpec make_spec(std::vector<Placement> placements, const ShardOrder& orde
   spec.check_tensor_ndim(ndim);
   return spec;
 }
+
+namespace {
 
 Tensor empty_local(DType dtype, const DeviceMesh& mesh) { return Tensor::empty({0}, dtype, mesh.device()); }
 

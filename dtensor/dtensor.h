@@ -98,6 +98,11 @@ DTensor distribute_tensor(const Shape& global_shape, DType dtype, const DeviceMe
                           std::vector<Placement> placements, const ShardOrder& shard_order = {},
                           int64_t src_data_rank = 0);
 
+// The validated spec of `placements` (one per mesh dim) in `shard_order` for a tensor of `ndim` dims on `mesh`
+// (InvalidArgument naming what does not fit): what every entry point taking placements builds.
+ShardingSpec make_spec(std::vector<Placement> placements, const ShardOrder& shard_order, int64_t ndim,
+                       const DeviceMesh& mesh);
+
 // A handle on an asynchronous redistribution.
 class RedistributeHandle {
  public:

@@ -5,7 +5,9 @@
 // dtensor/ops/dispatch.h.
 #pragma once
 
+#include "dtensor/factory.h"
 #include "dtensor/ops/dispatch.h"
+#include "dtensor/ops/dropout.h"
 #include "dtensor/ops/elementwise.h"
 #include "dtensor/ops/embedding.h"
 #include "dtensor/ops/loss.h"

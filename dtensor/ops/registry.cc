@@ -27,6 +27,8 @@ const Registry& registry() {
     detail::register_embedding_rules(reg->rules);
     detail::register_loss_rules(reg->rules);
     detail::register_view_rules(reg->rules);
+    detail::register_backward_rules(reg->rules);
+    detail::register_dropout_rules(reg->rules);
     for (size_t i = 0; i < reg->rules.size(); ++i) {
       const OpRule& rule = reg->rules[i];
       DT_ASSERT(rule.meta && rule.strategies && rule.compute, "rule ", rule.name, " is incomplete");

@@ -57,5 +57,7 @@ void register_norm_rules(std::vector<OpRule>& rules);
 void register_embedding_rules(std::vector<OpRule>& rules);
 void register_loss_rules(std::vector<OpRule>& rules);
 void register_view_rules(std::vector<OpRule>& rules);
+void register_backward_rules(std::vector<OpRule>& rules);
+void register_dropout_rules(std::vector<OpRule>& rules);
 
 }  // namespace dt::ops::detail

@@ -1,0 +1,227 @@
+// Trains a GPT (nn/gpt.h) on a synthetic corpus with a known entropy floor, on a (dp, tp) mesh: the batch is
+// sharded over dp (gradients averaged by one all-reduce per step), the model over tp with the Megatron plan (loss
+// parallel included). Any mesh trains the same model from the same initial weights on the same data: the losses of
+// one process and of TP = 2 or 4 agree to float rounding.
+//
+//   build/tools/dtrun --nproc-per-node 4 build/examples/train_gpt --dp 2 --tp 2 --steps 20
+//   build/examples/train_gpt --steps 200 --json
+//
+// The corpus: a seeded first-order Markov source. Every token has `successors` distinct next tokens, each equally
+// likely, so no model can beat ln(successors) nats per predicted token: the entropy floor the example prints.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+
+#include "collectives/process_group.h"
+#include "core/allocator.h"
+#include "core/config.h"
+#include "core/splitmix.h"
+#include "dtensor/dtensor.h"
+#include "kernels/ops/matmul.h"
+#include "nn/gpt.h"
+#include "nn/optim.h"
+
+namespace {
+
+struct Args {
+  int64_t dp = 1, tp = 1, layers = 2, dim = 128, heads = 4, vocab = 512, seq = 64, batch = 8, steps = 20;
+  int64_t hidden = 0, seed = 0, threads = 0, successors = 4, warmup = 0;
+  double lr = 1e-3, clip = 1.0;
+  bool json = false, sequence_parallel = false, checkpoint = false;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "train_gpt: " << why << "\n"
+            << "usage: train_gpt [--dp D] [--tp T] [--layers 2] [--dim 128] [--heads 4] [--vocab 512] [--seq 64]\n"
+               "                 [--batch 8] [--hidden 4*dim] [--steps 20] [--seed 0] [--lr 1e-3] [--warmup 0]\n"
+               "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel] [--checkpoint]\n"
+               "                 [--json]\n"
+               "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
+  std::exit(2);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto num = [&](auto& dst) {
+      if (i + 1 >= argc) usage(k + " needs a value");
+      const std::string v = argv[++i];
+      try {
+        size_t used = 0;
+        if constexpr (std::is_same_v<std::decay_t<decltype(dst)>, double>) dst = std::stod(v, &used);
+        else dst = std::stoll(v, &used);
+        if (used != v.size()) throw std::invalid_argument(v);
+      } catch (const std::exception&) {
+        usage(k + ": not a number: " + v);
+      }
+    };
+    if (k == "--dp") num(a.dp);
+    else if (k == "--tp") num(a.tp);
+    else if (k == "--layers") num(a.layers);
+    else if (k == "--dim") num(a.dim);
+    else if (k == "--heads") num(a.heads);
+    else if (k == "--vocab") num(a.vocab);
+    else if (k == "--seq") num(a.seq);
+    else if (k == "--batch") num(a.batch);
+    else if (k == "--hidden") num(a.hidden);
+    else if (k == "--steps") num(a.steps);
+    else if (k == "--seed") num(a.seed);
+    else if (k == "--lr") num(a.lr);
+    else if (k == "--warmup") num(a.warmup);
+    else if (k == "--clip") num(a.clip);
+    else if (k == "--successors") num(a.successors);
+    else if (k == "--threads") num(a.threads);
+    else if (k == "--json") a.json = true;
+    else if (k == "--sequence-parallel") a.sequence_parallel = true;
+    else if (k == "--checkpoint") a.checkpoint = true;
+    else if (k == "--help" || k == "-h") usage("help");
+    else usage("unknown option " + k);
+  }
+  if (a.dp < 1 || a.tp < 1 || a.steps < 0 || a.batch < 1 || a.seq < 2 || a.vocab < 2 || a.successors < 1 ||
+      a.successors > a.vocab)
+    usage("sizes must be positive (seq >= 2, 1 <= successors <= vocab)");
+  return a;
+}
+
+// The Markov source: successors[a * K + j] are the K distinct next tokens of a.
+class Corpus {
+ public:
+  Corpus(int64_t vocab, int64_t k, uint64_t seed) : vocab_(vocab), k_(k), seed_(seed), next_(size_t(vocab * k)) {
+    for (int64_t a = 0; a < vocab; ++a)
+      for (int64_t j = 0; j < k; ++j) {
+        uint64_t h = dt::splitmix64(seed ^ (uint64_t(a) << 20) ^ uint64_t(j));
+        int64_t t;
+        do {  // distinct successors, so every step has exactly ln(k) nats of entropy
+          t = int64_t(h % uint64_t(vocab));
+          h = dt::splitmix64(h);
+        } while (std::find(next_.begin() + a * k, next_.begin() + a * k + j, t) != next_.begin() + a * k + j);
+        next_[size_t(a * k + j)] = t;
+      }
+  }
+  double entropy_floor() const { return std::log(double(k_)); }
+  // Row `row` of the global batch of `step`: seq + 1 tokens.
+  void sequence(int64_t step, int64_t row, int64_t len, int64_t* out) const {
+    uint64_t h = dt::splitmix64(seed_ * 1000003u + uint64_t(step) * 65537u + uint64_t(row) + 1);
+    int64_t t = int64_t(h % uint64_t(vocab_));
+    for (int64_t i = 0; i < len; ++i) {
+      out[i] = t;
+      h = dt::splitmix64(h);
+      t = next_[size_t(t * k_ + int64_t(h % uint64_t(k_)))];
+    }
+  }
+
+ private:
+  int64_t vocab_, k_;
+  uint64_t seed_;
+  std::vector<int64_t> next_;
+};
+
+dt::DTensor replicated(const dt::Tensor& t, const dt::DeviceMesh& mesh) {
+  return dt::DTensor::from_local_unchecked(t, mesh, dt::ShardingSpec({dt::Replicate()}), t.shape());
+}
+
+std::string mib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return b;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args a = parse(argc, argv);
+  try {
+    dt::CommunicatorPtr world = dt::init_process_group();
+    const bool lead = world->rank() == 0;
+    if (world->size() != a.dp * a.tp) {
+      if (lead)
+        std::cerr << "train_gpt: --dp " << a.dp << " x --tp " << a.tp << " = " << a.dp * a.tp << " ranks, but "
+                  << world->size() << " processes run (dtrun --nproc-per-node " << a.dp * a.tp << ")\n";
+      return 2;
+    }
+    const int64_t local_ranks = std::max<int64_t>(1, dt::config::get_int(dt::config::Var::kLocalWorldSize));
+    const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
+    dt::kernels::set_blas_threads(int(a.threads > 0 ? a.threads : std::max<int64_t>(1, cores / local_ranks)));
+
+    dt::DeviceMesh mesh = dt::DeviceMesh::create(dt::Device::cpu(), {a.dp, a.tp}, {"dp", "tp"});
+    dt::DeviceMesh tp = mesh["tp"], dp = mesh["dp"];
+    dt::nn::GptConfig cfg;
+    cfg.vocab = a.vocab;
+    cfg.dim = a.dim;
+    cfg.layers = a.layers;
+    cfg.heads = a.heads;
+    cfg.hidden = a.hidden;
+    auto model = std::make_shared<dt::nn::Gpt>(cfg);
+    if (a.tp > 1) dt::nn::parallelize_module(model, tp, dt::nn::gpt_tp_plan(cfg, a.sequence_parallel));
+    if (a.checkpoint)
+      for (auto& block : model->layers) block->set_checkpointing(true);
+    model->materialize(tp, uint64_t(a.seed));
+    const std::vector<dt::nn::Variable> params = model->parameters();
+    dt::nn::AdamW opt(params, {.lr = a.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
+    const dt::nn::WarmupCosine schedule{a.lr, a.warmup, std::max<int64_t>(a.steps, 1), a.lr * 0.1};
+    const Corpus corpus(a.vocab, a.successors, uint64_t(a.seed) + 17);
+
+    // This dp rank's rows of the global batch (torch.chunk's split: uneven batches are fine).
+    const int64_t dp_rank = dp.local_rank(0);
+    const int64_t chunk = (a.batch + a.dp - 1) / a.dp;
+    const int64_t row0 = std::min(a.batch, dp_rank * chunk), rows = std::min(a.batch, row0 + chunk) - row0;
+    const double tokens_per_step = double(a.batch * a.seq);
+    if (lead && !a.json) {
+      std::printf("train_gpt: %lld layers, dim %lld, %lld heads, vocab %lld, seq %lld, batch %lld; %lld parameters\n",
+                  (long long)a.layers, (long long)a.dim, (long long)a.heads, (long long)a.vocab, (long long)a.seq,
+                  (long long)a.batch, (long long)model->num_parameters());
+      std::printf("mesh (dp %lld, tp %lld)%s; corpus: %lld successors per token, entropy floor %.4f nats\n",
+                  (long long)a.dp, (long long)a.tp, a.sequence_parallel ? " with sequence parallelism" : "",
+                  (long long)a.successors, corpus.entropy_floor());
+    }
+    double first_loss = 0, last_loss = 0, total_s = 0;
+    for (int64_t step = 1; step <= a.steps; ++step) {
+      const auto t0 = std::chrono::steady_clock::now();
+      dt::Tensor tokens = dt::Tensor::empty({rows, a.seq + 1}, dt::DType::i64);
+      for (int64_t r = 0; r < rows; ++r) corpus.sequence(step, row0 + r, a.seq + 1, tokens.data<int64_t>() + r * (a.seq + 1));
+      dt::Tensor ids = tokens.narrow(1, 0, a.seq).contiguous(), targets = tokens.narrow(1, 1, a.seq).contiguous();
+      opt.set_lr(schedule.lr_at(step - 1));
+      // The loss of this dp rank's rows as a share of the global mean: sum / (global tokens), so the dp sum of the
+      // gradients is the gradient of the global mean for any split of the batch.
+      dt::nn::Variable logits = (*model)(dt::nn::Variable(replicated(ids, tp)));
+      dt::nn::Variable loss = dt::nn::div(
+          dt::nn::cross_entropy(logits, replicated(targets, tp), -100, dt::LossReduction::kSum), tokens_per_step);
+      loss.backward();
+      if (a.dp > 1) dt::nn::all_reduce_gradients(params, dp, dt::ReduceOp::kSum);
+      if (a.clip > 0) dt::nn::clip_grad_norm_(params, a.clip);
+      opt.step();
+      opt.zero_grad();
+      dt::Tensor l = loss.full_tensor().to(dt::DType::f64);
+      if (a.dp > 1) dp.comm(0)->all_reduce(l, dt::ReduceOp::kSum)->wait();
+      const double value = l.data<double>()[0];
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      total_s += secs;
+      if (step == 1) first_loss = value;
+      last_loss = value;
+      const double peak = double(dt::allocator_for(dt::Device::cpu()).peak_allocated_bytes());
+      if (lead) {
+        if (a.json)
+          std::printf("{\"step\":%lld,\"loss\":%.8g,\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"peak_bytes\":%.0f}\n",
+                      (long long)step, value, secs, tokens_per_step / secs, peak);
+        else
+          std::printf("step %4lld  loss %.5f  %9.0f tokens/s  lr %.2e  peak %s per rank\n", (long long)step, value,
+                      tokens_per_step / secs, opt.lr(), mib(peak).c_str());
+        std::fflush(stdout);
+      }
+    }
+    if (lead && !a.json && a.steps > 0)
+      std::printf("done: loss %.4f -> %.4f (entropy floor %.4f), %.0f tokens/s on average\n", first_loss, last_loss,
+                  corpus.entropy_floor(), tokens_per_step * double(a.steps) / total_s);
+    dt::destroy_process_group();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "train_gpt: " << e.what() << "\n";
+    return 1;
+  }
+}

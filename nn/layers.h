@@ -1,0 +1,97 @@
+// The layers a transformer is made of, as Modules (nn/module.h). Parameter names, shapes and layouts are
+// PyTorch's (Linear.weight is [out, in]), so state dicts and tensor-parallel plans read the same.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/module.h"
+#include "nn/ops.h"
+
+namespace dt::nn {
+
+// y = x W^T + b. Weights ~ Normal(0, init_std) (default 0.02, GPT's), bias zeros.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, double init_std = 0.02);
+  std::vector<Variable> forward(const std::vector<Variable>& in) override;
+  int64_t in_features, out_features;
+  Variable weight, bias;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t dim, double init_std = 0.02);
+  // in[0]: integer ids (a Variable that needs no grad).
+  std::vector<Variable> forward(const std::vector<Variable>& in) override;
+  int64_t num_embeddings, dim;
+  Variable weight;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool bias = true);
+  std::vector<Variable> forward(const std::vector<Variable>& in) override;
+  int64_t dim;
+  double eps;
+  Variable weight, bias;
+};
+
+class RMSNorm : public Module {
+ public:
+  explicit RMSNorm(int64_t dim, double eps = 1e-5);
+  std::vector<Variable> forward(const std::vector<Variable>& in) override;
+  int64_t dim;
+  double eps;
+  Variable weight;
+};
+
+// w2(gelu(w1 x)) (GPT-2's MLP; names as torchtitan's feed_forward).
+class GeluMlp : public Module {
+ public:
+  GeluMlp(int64_t dim, int64_t hidden, bool bias = false);
+  std::vector<Variable> forward(const std::vector<Variable>& in) override;
+  std::shared_ptr<Linear> w1, w2;
+};
+
+// w2(silu(w1 x) * w3 x) (LLaMA's SwiGLU).
+class SwiGluMlp : public Module {
+ public:
+  SwiGluMlp(int64_t dim, int64_t hidden);
+  std::vector<Variable> forward(const std::vector<Variable>& in) override;
+  std::shared_ptr<Linear> w1, w2, w3;
+};
+
+// Causal multi-head self-attention with rotary embeddings: wq, wk, wv, wo (no bias). x [B, T, D] -> [B, T, D].
+// Under tensor parallelism the heads are sharded (wq/wk/wv column-parallel, wo row-parallel): the head count is read
+// from the global shapes, so any head count works; one not divisible by tp costs a redistribution of q, k and v.
+class Attention : public Module {
+ public:
+  Attention(int64_t dim, int64_t heads, double rope_theta = 10000.0);
+  std::vector<Variable> forward(const std::vector<Variable>& in) override;
+  int64_t dim, heads, head_dim;
+  double rope_theta;
+  std::shared_ptr<Linear> wq, wk, wv, wo;
+
+ private:
+  RopeTables rope_;  // cached per (seq, mesh)
+  int64_t rope_seq_ = -1;
+  DeviceMesh rope_mesh_;
+};
+
+enum class NormKind { kRMSNorm, kLayerNorm };
+enum class MlpKind { kSwiGlu, kGelu };
+
+// Pre-norm block: h = x + attention(attention_norm(x)); out = h + feed_forward(ffn_norm(h)).
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t dim, int64_t heads, int64_t hidden, NormKind norm = NormKind::kRMSNorm,
+                   MlpKind mlp = MlpKind::kSwiGlu, double norm_eps = 1e-5, double rope_theta = 10000.0);
+  std::vector<Variable> forward(const std::vector<Variable>& in) override;
+  std::shared_ptr<Module> attention_norm, ffn_norm, feed_forward;
+  std::shared_ptr<Attention> attention;
+};
+
+// A norm module of the given kind.
+std::shared_ptr<Module> make_norm(NormKind kind, int64_t dim, double eps);
+
+}  // namespace dt::nn

@@ -1,0 +1,140 @@
+// The functions behind network layers (nn/ops.h): softmax, norms, embedding, cross-entropy, attention, RoPE.
+#include <cmath>
+
+#include "core/error.h"
+#include "dtensor/ops/dispatch.h"
+#include "nn/autograd.h"
+#include "nn/ops.h"
+#include "placement/layout.h"
+
+namespace dt::nn {
+
+using G = std::vector<DTensor>;
+
+namespace {
+
+// A tensor that every rank holds whole (no communication: `local` must be the same on every rank).
+DTensor replicated(const Tensor& local, const DeviceMesh& mesh) {
+  std::vector<Placement> p(size_t(mesh.ndim()), Replicate{});
+  Tensor t = mesh.is_member() ? local.to(mesh.device()) : Tensor::zeros({0}, local.dtype(), mesh.device());
+  return DTensor::from_local_unchecked(t, mesh, ShardingSpec(p), local.shape());
+}
+
+DTensor ones_weight(const Shape& shape, DType dtype, const DeviceMesh& mesh) {
+  return replicated(Tensor::ones(shape, dtype), mesh);
+}
+
+}  // namespace
+
+Variable softmax(const Variable& x, int64_t dim) {
+  DTensor out = dt::softmax(x.data(), dim);
+  return record_one("softmax", {x}, out, [out, dim](const G& g) {
+    return G{ops::dispatch_one("softmax_backward", {g[0], out}, ops::OpParams().set("dim", dim))};
+  });
+}
+Variable log_softmax(const Variable& x, int64_t dim) {
+  DTensor out = dt::log_softmax(x.data(), dim);
+  return record_one("log_softmax", {x}, out, [out, dim](const G& g) {
+    return G{ops::dispatch_one("log_softmax_backward", {g[0], out}, ops::OpParams().set("dim", dim))};
+  });
+}
+
+Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,
+                    double eps) {
+  DLayerNormResult r = dt::layer_norm_with_stats(x.data(), normalized_shape, weight.defined() ? weight.data() : DTensor(),
+                                                 bias.defined() ? bias.data() : DTensor(), eps);
+  DTensor dx = x.data();
+  DTensor w = weight.defined() ? weight.data() : ones_weight(normalized_shape, x.dtype(), x.mesh());
+  return record_one("layer_norm", {x, weight, bias}, r.out, [dx, w, mean = r.mean, rstd = r.rstd](const G& g) {
+    return ops::dispatch("layer_norm_backward", {g[0], dx, w, mean, rstd});
+  });
+}
+
+Variable rms_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight, double eps) {
+  DRmsNormResult r = dt::rms_norm_with_stats(x.data(), normalized_shape, weight.defined() ? weight.data() : DTensor(), eps);
+  DTensor dx = x.data();
+  DTensor w = weight.defined() ? weight.data() : ones_weight(normalized_shape, x.dtype(), x.mesh());
+  return record_one("rms_norm", {x, weight}, r.out, [dx, w, rstd = r.rstd](const G& g) {
+    return ops::dispatch("rms_norm_backward", {g[0], dx, w, rstd});
+  });
+}
+
+Variable embedding(const DTensor& ids, const Variable& weight) {
+  const int64_t vocab = weight.shape().at(0);
+  return record_one("embedding", {weight}, dt::embedding(ids, weight.data()), [ids, vocab](const G& g) {
+    return G{ops::dispatch_one("embedding_backward", {g[0], ids}, ops::OpParams().set("num_embeddings", vocab))};
+  });
+}
+
+Variable cross_entropy(const Variable& logits, const DTensor& targets, int64_t ignore_index, LossReduction reduction) {
+  DTensor dl = logits.data();
+  return record_one("cross_entropy", {logits}, dt::cross_entropy(dl, targets, ignore_index, reduction),
+                    [dl, targets, ignore_index, reduction](const G& g) {
+                      return G{ops::dispatch_one(
+                          "cross_entropy_backward", {g[0], dl, targets},
+                          ops::OpParams().set("ignore_index", ignore_index).set("reduction", int64_t(reduction)))};
+                    });
+}
+
+Variable scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v, bool causal,
+                                      std::optional<double> scale) {
+  DT_CHECK_ARG(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(),
+               "nn::scaled_dot_product_attention: q, k, v must be [..., T, head_dim] of one rank, got ",
+               shape_str(q.shape()), ", ", shape_str(k.shape()), ", ", shape_str(v.shape()));
+  const int64_t hd = q.shape().back();
+  const double s = scale.value_or(1.0 / std::sqrt(double(hd)));
+  Variable scores = mul(matmul(q, transpose(k, -1, -2)), s);
+  if (causal) {
+    const int64_t tq = q.shape()[size_t(q.dim() - 2)], tk = k.shape()[size_t(k.dim() - 2)];
+    Tensor mask = Tensor::zeros({tq, tk}, DType::b8);
+    auto* m = mask.data<bool>();
+    for (int64_t i = 0; i < tq; ++i)
+      for (int64_t j = i + 1; j < tk; ++j) m[i * tk + j] = true;
+    scores = masked_fill(scores, replicated(mask, q.mesh()), -INFINITY);
+  }
+  return matmul(softmax(scores, -1), v);
+}
+
+RopeTables rope_tables(int64_t seq, int64_t head_dim, double theta, const DeviceMesh& mesh, DType dtype) {
+  DT_CHECK_ARG(head_dim > 0 && head_dim % 2 == 0, "nn::rope_tables: head_dim must be even and positive, got ",
+               head_dim);
+  const int64_t half = head_dim / 2;
+  Tensor c = Tensor::empty({seq, head_dim}, DType::f64), s = Tensor::empty({seq, head_dim}, DType::f64);
+  double* pc = c.data<double>();
+  double* ps = s.data<double>();
+  for (int64_t t = 0; t < seq; ++t)
+    for (int64_t j = 0; j < half; ++j) {
+      const double a = double(t) * std::pow(theta, -2.0 * double(j) / double(head_dim));
+      pc[t * head_dim + j] = pc[t * head_dim + j + half] = std::cos(a);
+      ps[t * head_dim + j] = ps[t * head_dim + j + half] = std::sin(a);
+    }
+  return RopeTables{replicated(c.to(dtype), mesh), replicated(s.to(dtype), mesh)};
+}
+
+Variable apply_rope(const Variable& x, const DTensor& cos, const DTensor& sin) {
+  const int64_t hd = x.shape().back(), half = hd / 2;
+  Variable x1 = narrow(x, -1, 0, half), x2 = narrow(x, -1, half, half);
+  Variable rotated = cat({neg(x2), x1}, -1);
+  return add(mul(x, Variable(cos)), mul(rotated, Variable(sin)));
+}
+
+Variable redistribute(const Variable& x, std::vector<Placement> placements) {
+  std::vector<Placement> back = x.placements();
+  for (Placement& p : back)
+    if (is_partial(p)) p = Replicate{};
+  ShardingSpec back_spec(back, x.spec().shard_order());
+  return record_one("redistribute", {x}, x.data().redistribute(std::move(placements)),
+                    [back_spec](const G& g) { return G{g[0].redistribute(back_spec)}; });
+}
+
+Variable reinterpret(const Variable& x, std::vector<Placement> placements,
+                     std::optional<std::vector<Placement>> grad_placements, std::optional<Shape> global_shape) {
+  DTensor out = DTensor::from_local(x.to_local(), x.mesh(), placements, global_shape);
+  std::vector<Placement> gp = grad_placements.value_or(placements);
+  return record_one("reinterpret", {x}, out, [gp, in_spec = x.spec(), in_shape = x.shape()](const G& g) {
+    DTensor gg = g[0].redistribute(gp);
+    return G{DTensor::from_local(gg.to_local(), gg.mesh(), in_spec.placements(), in_shape)};
+  });
+}
+
+}  // namespace dt::nn

@@ -1,0 +1,199 @@
+// Optimizers, clipping, schedule, data-parallel gradient averaging (nn/optim.h).
+#include "nn/optim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/error.h"
+#include "dtensor/ops.h"
+#include "kernels/ops/optim.h"
+#include "kernels/ops/reduction.h"
+#include "nn/autograd.h"
+
+namespace dt::nn {
+
+Optimizer::Optimizer(std::vector<Variable> params) : params_(std::move(params)) {
+  for (size_t i = 0; i < params_.size(); ++i)
+    DT_CHECK_ARG(params_[i].impl() != nullptr && params_[i].is_leaf() && params_[i].requires_grad(),
+                 "optimizer: parameter ", i, " (", params_[i].name(), ") must be a leaf that requires grad");
+}
+
+void Optimizer::zero_grad() {
+  for (const Variable& p : params_) p.zero_grad();
+}
+
+std::map<std::string, DTensor> Optimizer::state(const Variable& param) const {
+  auto it = state_.find(param.impl());
+  return it == state_.end() ? std::map<std::string, DTensor>{} : it->second.tensors;
+}
+
+Optimizer::State& Optimizer::state_for(const Variable& p, const std::vector<std::string>& names) {
+  auto [it, fresh] = state_.try_emplace(p.impl());
+  State& s = it->second;
+  if (fresh) {
+    s.spec = p.spec();
+    s.mesh = p.mesh();
+    s.shape = p.shape();
+    for (const std::string& n : names) s.tensors[n] = zeros_like(p.data());
+    return s;
+  }
+  DT_CHECK_ARG(s.spec == p.spec() && s.mesh == p.mesh() && s.shape == p.shape(), "optimizer: parameter ",
+               p.name().empty() ? std::string("(unnamed)") : p.name(), " was ", s.spec.to_string(), " ",
+               shape_str(s.shape), " when its state was made and is now ", p.spec().to_string(), " ",
+               shape_str(p.shape()), " (build the optimizer after sharding the model)");
+  return s;
+}
+
+namespace {
+
+// The local gradient of p as a contiguous tensor of p's layout (a gradient accumulated by autograd already has it).
+Tensor local_grad(const Variable& p) {
+  DTensor g = p.grad();
+  if (!(g.spec() == p.spec())) g = g.redistribute(p.spec());
+  Tensor t = g.to_local();
+  if (t.dtype() != p.dtype()) t = t.to(p.dtype());
+  return t.contiguous();
+}
+
+void check_payload(const Variable& p) {
+  DT_CHECK_ARG(p.to_local().is_contiguous(), "optimizer: the local shard of ", p.name(), " is not contiguous");
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<Variable> params, SgdOptions o) : Optimizer(std::move(params)), o_(o) {
+  DT_CHECK_ARG(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0, "SGD: lr, momentum and weight_decay must be >= 0");
+  DT_CHECK_ARG(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: nesterov needs momentum > 0, dampening 0");
+  lr_ = o.lr;
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  for (const Variable& p : params_) {
+    if (!p.grad().defined()) continue;
+    check_payload(p);
+    kernels::SgdStep h{lr_, o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, true};
+    Tensor buf;
+    if (o_.momentum > 0) {
+      State& s = state_for(p, {"momentum_buffer"});
+      h.first = s.step == 0;
+      ++s.step;
+      buf = s.tensors["momentum_buffer"].to_local();
+    }
+    kernels::sgd_step(p.to_local(), local_grad(p), buf, h);
+  }
+}
+
+AdamW::AdamW(std::vector<Variable> params, AdamWOptions o) : Optimizer(std::move(params)), o_(o) {
+  DT_CHECK_ARG(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 &&
+                   o.beta2 < 1,
+               "AdamW: need lr, eps, weight_decay >= 0 and betas in [0, 1), got lr ", o.lr, ", betas (", o.beta1,
+               ", ", o.beta2, "), eps ", o.eps, ", weight_decay ", o.weight_decay);
+  lr_ = o.lr;
+}
+
+void AdamW::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  for (const Variable& p : params_) {
+    if (!p.grad().defined()) continue;
+    check_payload(p);
+    State& s = state_for(p, {"exp_avg", "exp_avg_sq"});
+    ++s.step;
+    kernels::AdamWStep h{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, s.step};
+    kernels::adamw_step(p.to_local(), local_grad(p), s.tensors["exp_avg"].to_local(),
+                        s.tensors["exp_avg_sq"].to_local(), h);
+  }
+}
+
+double grad_norm(const std::vector<Variable>& params) {
+  // Group by (mesh, sharded mesh dims): one all-reduce per group and sharded mesh dim.
+  struct Group {
+    DeviceMesh mesh;
+    std::vector<int64_t> dims;
+    double sum = 0;
+  };
+  std::vector<Group> groups;
+  for (const Variable& p : params) {
+    const DTensor& g = p.grad();
+    if (!g.defined() || !g.mesh().is_member()) continue;
+    std::vector<int64_t> dims;
+    for (int64_t m = 0; m < g.mesh().ndim(); ++m) {
+      DT_CHECK_ARG(!is_partial(g.placements()[size_t(m)]), "grad_norm: the gradient of ", p.name(),
+                   " is Partial on mesh dim ", m, " (reduce it first)");
+      if (is_shard(g.placements()[size_t(m)])) dims.push_back(m);
+    }
+    Tensor local = g.to_local();
+    double sq = 0;
+    if (local.numel() > 0) {
+      Tensor x = local.to(DType::f64).to(Device::cpu());
+      const double* d = x.contiguous().data<double>();
+      for (int64_t i = 0; i < x.numel(); ++i) sq += d[i] * d[i];
+    }
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const Group& gr) { return gr.mesh == g.mesh() && gr.dims == dims; });
+    if (it == groups.end()) groups.push_back(Group{g.mesh(), dims, sq});
+    else it->sum += sq;
+  }
+  double total = 0;
+  for (Group& gr : groups) {
+    Tensor t = Tensor::full({1}, gr.sum, DType::f64).to(gr.mesh.device());
+    for (int64_t m : gr.dims) gr.mesh.comm(m)->all_reduce(t, ReduceOp::kSum)->wait();
+    total += t.to(Device::cpu()).data<double>()[0];
+  }
+  return std::sqrt(total);
+}
+
+double clip_grad_norm_(const std::vector<Variable>& params, double max_norm) {
+  DT_CHECK_ARG(max_norm > 0, "clip_grad_norm_: max_norm must be positive, got ", max_norm);
+  const double norm = grad_norm(params);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1) {
+    for (const Variable& p : params) {
+      if (!p.grad().defined()) continue;
+      Tensor local = p.grad().to_local();
+      local.copy_(kernels::mul_scalar(local, coef));
+    }
+  }
+  return norm;
+}
+
+double WarmupCosine::lr_at(int64_t step) const {
+  if (warmup_steps > 0 && step < warmup_steps) return base_lr * double(step + 1) / double(warmup_steps);
+  const int64_t span = std::max<int64_t>(1, total_steps - warmup_steps);
+  const double t = std::min(1.0, double(step - warmup_steps) / double(span));
+  return min_lr + 0.5 * (base_lr - min_lr) * (1 + std::cos(std::numbers::pi * t));
+}
+
+void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh& dp, ReduceOp op) {
+  DT_CHECK_ARG(dp.defined() && dp.ndim() == 1, "all_reduce_gradients: the data-parallel mesh must be 1-d");
+  if (!dp.is_member() || dp.size() == 1) return;
+  // One flat buffer per (dtype, device): pack, all-reduce (average), unpack.
+  std::map<std::pair<int, std::string>, std::vector<Tensor>> buckets;
+  for (const Variable& p : params)
+    if (p.grad().defined() && p.grad().to_local().numel() > 0) {
+      const Tensor& t = p.grad().to_local();
+      buckets[{int(t.dtype()), t.device().to_string()}].push_back(t);
+    }
+  for (auto& [key, ts] : buckets) {
+    int64_t n = 0;
+    for (const Tensor& t : ts) n += t.numel();
+    Tensor flat = Tensor::empty({n}, ts[0].dtype(), ts[0].device());
+    int64_t off = 0;
+    for (const Tensor& t : ts) {
+      flat.narrow(0, off, t.numel()).copy_(t.reshape({t.numel()}));
+      off += t.numel();
+    }
+    dp.comm(0)->all_reduce(flat, op)->wait();
+    off = 0;
+    for (const Tensor& t : ts) {
+      Tensor dst = t;
+      dst.copy_(flat.narrow(0, off, t.numel()).reshape(t.shape()));
+      off += t.numel();
+    }
+  }
+}
+
+}  // namespace dt::nn

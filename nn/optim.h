@@ -1,0 +1,103 @@
+// Optimizers on local shards, gradient clipping across shards and meshes, a learning-rate schedule, and the
+// data-parallel gradient all-reduce.
+//
+//   nn::AdamW opt(model->parameters(), {.lr = 1e-3, .weight_decay = 0.1});
+//   loss.backward();
+//   nn::clip_grad_norm_(model->parameters(), 1.0);
+//   opt.step();
+//   opt.zero_grad();
+//
+// State (momentum, moments) is keyed by the parameter, sized from its local shard, made on the first step, and is
+// a DTensor with the parameter's placements. A parameter whose placements or mesh changed after its state was made
+// is refused (build the optimizer after sharding the model).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nn/variable.h"
+
+namespace dt::nn {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Variable> params);
+  virtual ~Optimizer() = default;
+  // Updates every parameter that has a gradient (others are skipped, as PyTorch).
+  virtual void step() = 0;
+  void zero_grad();  // set to none
+  double lr() const { return lr_; }
+  void set_lr(double lr) { lr_ = lr; }
+  const std::vector<Variable>& params() const { return params_; }
+  // The state tensors of a parameter ("exp_avg", "exp_avg_sq", "momentum_buffer"), empty before its first step.
+  std::map<std::string, DTensor> state(const Variable& param) const;
+  int64_t steps() const { return steps_; }
+
+ protected:
+  struct State {
+    ShardingSpec spec;
+    DeviceMesh mesh;
+    Shape shape;
+    int64_t step = 0;
+    std::map<std::string, DTensor> tensors;
+  };
+  // The state of a parameter (made with zeros of its layout on first use; checked against its layout after).
+  State& state_for(const Variable& p, const std::vector<std::string>& names);
+  std::vector<Variable> params_;
+  double lr_ = 1e-3;
+  int64_t steps_ = 0;
+
+ private:
+  std::map<const VariableImpl*, State> state_;
+};
+
+struct SgdOptions {
+  double lr = 1e-2, momentum = 0, dampening = 0, weight_decay = 0;
+  bool nesterov = false;
+};
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Variable> params, SgdOptions options = {});
+  void step() override;
+
+ private:
+  SgdOptions o_;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-2;
+};
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Variable> params, AdamWOptions options = {});
+  void step() override;
+
+ private:
+  AdamWOptions o_;
+};
+
+// The global 2-norm of all gradients, exact across shards and meshes: each parameter's local sum of squares is
+// summed over the mesh dims on which its gradient is sharded (replicated dims hold copies and are counted once),
+// then the sums are added. Collective over every mesh involved (each rank calls it with the same parameters).
+double grad_norm(const std::vector<Variable>& params);
+// Scales the gradients by min(1, max_norm / (norm + 1e-6)) and returns the norm before clipping (PyTorch's
+// clip_grad_norm_).
+double clip_grad_norm_(const std::vector<Variable>& params, double max_norm);
+
+// Linear warmup to base_lr over warmup_steps, then cosine decay to min_lr at total_steps (and min_lr after).
+struct WarmupCosine {
+  double base_lr = 1e-3;
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;
+  double min_lr = 0;
+  double lr_at(int64_t step) const;  // step counts from 0
+};
+
+// Reduces the gradients over a data-parallel mesh (1-d: the dp dim; kAvg averages, kSum adds) with one all-reduce
+// per dtype and device (the local gradients are packed into one buffer). Every rank of that mesh calls it with the
+// same parameters.
+void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh& dp_mesh, ReduceOp op = ReduceOp::kAvg);
+
+}  // namespace dt::nn
