@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "collectives/process_group.h"
+#include "collectives/thread/thread_comm.h"
 #include "core/allocator.h"
 #include "core/config.h"
 #include "core/splitmix.h"
@@ -137,7 +138,16 @@ std::string mib(double bytes) {
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
-    dt::CommunicatorPtr world = dt::init_process_group();
+    // Under a launcher: its processes; started directly: a world of this one process.
+    bool launched = false;
+    for (const char* v : {"DT_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) launched |= dt::config::lookup(v).has_value();
+    dt::CommunicatorPtr world;
+    if (launched) {
+      world = dt::init_process_group();
+    } else {
+      world = dt::make_thread_world(1)[0];
+      dt::set_default_world(world);
+    }
     const bool lead = world->rank() == 0;
     if (world->size() != a.dp * a.tp) {
       if (lead)
@@ -145,7 +155,9 @@ int main(int argc, char** argv) {
                   << world->size() << " processes run (dtrun --nproc-per-node " << a.dp * a.tp << ")\n";
       return 2;
     }
-    const int64_t local_ranks = std::max<int64_t>(1, dt::config::get_int(dt::config::Var::kLocalWorldSize));
+    int64_t local_ranks = 1;
+    for (const char* v : {"DT_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+      if (auto s = dt::config::lookup(v)) local_ranks = std::max<int64_t>(1, std::atoll(s->c_str()));
     const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
     dt::kernels::set_blas_threads(int(a.threads > 0 ? a.threads : std::max<int64_t>(1, cores / local_ranks)));
 
@@ -218,7 +230,7 @@ int main(int argc, char** argv) {
     if (lead && !a.json && a.steps > 0)
       std::printf("done: loss %.4f -> %.4f (entropy floor %.4f), %.0f tokens/s on average\n", first_loss, last_loss,
                   corpus.entropy_floor(), tokens_per_step * double(a.steps) / total_s);
-    dt::destroy_process_group();
+    if (launched) dt::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "train_gpt: " << e.what() << "\n";

@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/splitmix.h"
 #include "dtensor/factory.h"
+#include "dtensor/ops.h"
 #include "nn/autograd.h"
 
 namespace dt::nn {
@@ -267,7 +268,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     DT_CHECK_ARG(value.shape() == p.shape(), "load_state_dict: ", name, " has shape ", shape_str(p.shape()),
                  ", the state gives ", shape_str(value.shape()));
     DTensor v = value.mesh() == p.mesh() ? value.redistribute(p.spec()) : value.redistribute(p.mesh(), p.placements());
-    if (v.dtype() != p.dtype()) v = to(v, p.dtype());
+    if (v.dtype() != p.dtype()) v = dt::to(v, p.dtype());
     Tensor local = p.to_local();
     local.copy_(v.to_local());
   }

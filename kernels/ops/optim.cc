@@ -2,6 +2,7 @@
 #include "kernels/ops/optim.h"
 
 #include "core/error.h"
+#include "kernels/ops/common.h"
 
 namespace dt::kernels {
 
@@ -28,8 +29,7 @@ void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
   DT_CHECK_ARG(g.defined() && m.defined() && v.defined(), "adamw_step: grad and both moments are required");
   DT_CHECK_ARG(h.step >= 1, "adamw_step: step must be >= 1, got ", h.step);
   if (p.numel() == 0) return;
-  if (p.device().is_cuda()) return cuda::adamw_step(p, g, m, v, h, stream);
-  cpu::adamw_step(p, g, m, v, h);
+  DT_OPS_DISPATCH(p.device(), "adamw_step", cpu::adamw_step(p, g, m, v, h), cuda::adamw_step(p, g, m, v, h, stream));
 }
 
 void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& h, Stream stream) {
@@ -37,8 +37,7 @@ void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep
   DT_CHECK_ARG(g.defined(), "sgd_step: the gradient is required");
   DT_CHECK_ARG(h.momentum == 0 || buf.defined(), "sgd_step: momentum ", h.momentum, " needs a momentum buffer");
   if (p.numel() == 0) return;
-  if (p.device().is_cuda()) return cuda::sgd_step(p, g, buf, h, stream);
-  cpu::sgd_step(p, g, buf, h);
+  DT_OPS_DISPATCH(p.device(), "sgd_step", cpu::sgd_step(p, g, buf, h), cuda::sgd_step(p, g, buf, h, stream));
 }
 
 }  // namespace dt::kernels
