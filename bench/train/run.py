@@ -3,13 +3,15 @@
 
 Usage: run.py BUILD_DIR [--torch-only] [--rounds N] [--steps N] [--cases 1,tp2] [--no-sdpa] [-- MODEL_ARGS...]
 
-Cases, each with the same model, batch, dtype (f32) and thread count on both sides:
+Cases, each with the same model, batch, dtype (f32), arguments and thread count on both sides:
   1     one process, nproc threads: train_gpt against PyTorch eager.                target: dtensor/torch <= 1.0x
   tp2   tensor parallel over 2 processes, nproc/2 threads each: train_gpt under dtrun (--dp 1 --tp 2) against
         PyTorch's parallelize_module with the same plan on gloo (torchrun).          target: dtensor/torch <= 0.5x
-Each round runs, per case, both sides one after the other (which goes first alternates from round to round: shared
-machines drift) plus, for information, the twin with F.scaled_dot_product_attention. A run's step time is the median
-of its step_s after the warm-up steps; a row reports the median over rounds. Peak memory is each rank's peak RSS.
+Both sides run with --clip 0 (no gradient clipping). Each round runs, per case, both sides one after the other (which
+goes first alternates from round to round: shared machines drift), then, for information, the twin with
+F.scaled_dot_product_attention. A run's step time is the median of its step_s after the warm-up steps; a row reports
+the median over rounds. Peak memory: every rank of both sides runs under bench/train/peak_rss.py, which records its
+peak RSS (the maximum over rounds is reported); dtensor's own figure (its allocator's peak, rank 0) is shown beside.
 
 The PyTorch side runs from a virtual environment, BUILD_DIR/bench-venv, made the first time (pip install torch numpy
 from PyPI: about 3 GB). MODEL_ARGS (after --, or DT_BENCH_TRAIN_ARGS) go to both programs, e.g. "--batch 16 --dim 256".
@@ -20,17 +22,23 @@ DT_BENCH_TRAIN_TORCH_ONLY=1 (the same as --torch-only), DT_BENCH_TRAIN_VENV (the
 Prints the table on stderr and one JSON line per row on stdout; exits 1 when a run failed.
 """
 import argparse
+import glob
 import json
 import os
+import re
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TWIN = os.path.join(HERE, "torch_gpt.py")
+PEAK_RSS = os.path.join(HERE, "peak_rss.py")
 TARGETS = {"1": 1.0, "tp2": 0.5}
+NAMES = {"1": "1 process", "tp2": "tp=2, 2 processes"}
 RUN_TIMEOUT_S = 900
 
 
@@ -64,40 +72,44 @@ def parse_rows(stdout):
 
 
 def summarize(rows, warmup):
-    """Step time (median of step_s after warm-up), peak bytes per rank, params, first and last loss of one run."""
+    """Step time (median of step_s after warm-up), the program's own peak figure, params and losses of one run."""
     steps = [r for r in rows if "step" in r and "step_s" in r and r.get("rank", 0) == 0]
     if not steps:
         return None
     timed = [r["step_s"] for r in steps if r["step"] > warmup] or [r["step_s"] for r in steps]
-    summary = next((r for r in rows if "peak_bytes_per_rank" in r), {})
-    peaks = summary.get("peak_bytes_per_rank")
-    if not peaks:
-        # Step rows only: the peak of each rank that printed one (rank 0 alone when only rank 0 prints).
-        by_rank = {}
-        for r in rows:
-            if "step" in r and "peak_bytes" in r:
-                by_rank[r.get("rank", 0)] = max(by_rank.get(r.get("rank", 0), 0), r["peak_bytes"])
-        peaks = [by_rank[k] for k in sorted(by_rank)]
-    return {"step_s": statistics.median(timed), "peaks": peaks, "params": summary.get("params"),
-            "loss_first": steps[0].get("loss"), "loss_last": steps[-1].get("loss"), "steps": len(steps)}
+    summary = next((r for r in rows if "params" in r), {})
+    return {"step_s": statistics.median(timed), "own_peak": max(r.get("peak_bytes", 0) for r in steps),
+            "params": summary.get("params"), "loss_first": steps[0].get("loss"), "loss_last": steps[-1].get("loss"),
+            "steps": len(steps)}
 
 
-def run_one(name, cmd, env, warmup):
-    log(f"   {name}: {' '.join(shlex.quote(c) for c in cmd)}")
-    start = time.monotonic()
+def run_one(name, make_cmd, env, warmup):
+    """Runs make_cmd(wrap), where wrap is the peak_rss.py prefix to put before each rank's program."""
+    out_dir = tempfile.mkdtemp(prefix="dt-bench-train-")
     try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           timeout=RUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        log(f"   {name}: no result after {RUN_TIMEOUT_S} s")
-        return None
-    s = summarize(parse_rows(p.stdout), warmup) if p.returncode == 0 else None
-    if s is None:
-        log(f"   {name}: failed (exit code {p.returncode}); its last output:")
-        for line in (p.stdout + p.stderr).splitlines()[-15:]:
-            log(f"     {line}")
-        return None
-    log(f"   {name}: {s['step_s'] * 1e3:.2f} ms/step (median of {s['steps'] - warmup} steps), loss "
+        cmd = make_cmd([sys.executable, PEAK_RSS, out_dir])
+        log(f"   {name}: {' '.join(shlex.quote(c) for c in cmd)}")
+        start = time.monotonic()
+        try:
+            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=RUN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            log(f"   {name}: no result after {RUN_TIMEOUT_S} s")
+            return None
+        s = summarize(parse_rows(p.stdout), warmup) if p.returncode == 0 else None
+        if s is None:
+            log(f"   {name}: failed (exit code {p.returncode}); its last output:")
+            for line in (p.stdout + p.stderr).splitlines()[-15:]:
+                log(f"     {line}")
+            return None
+        ranks = []
+        for f in glob.glob(os.path.join(out_dir, "rank*.json")):
+            with open(f) as fh:
+                ranks.append(json.load(fh))
+        s["peaks"] = [r["peak_rss_bytes"] for r in sorted(ranks, key=lambda r: r["rank"])]
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    log(f"   {name}: {s['step_s'] * 1e3:.2f} ms/step (median of {max(s['steps'] - warmup, 1)} steps), loss "
         f"{s['loss_first']} -> {s['loss_last']}, peak RSS MiB {[round(b / 2**20) for b in s['peaks']]}, "
         f"{time.monotonic() - start:.1f} s")
     return s
@@ -137,28 +149,37 @@ def main():
                 "running the PyTorch side only")
             torch_only = True
     python = ensure_venv(os.environ.get("DT_BENCH_TRAIN_VENV", os.path.join(build, "bench-venv")))
+    dtensor_params = None
+    if not torch_only:
+        # train_gpt's --json lines carry no parameter count; its text header does ("...; N parameters").
+        p = subprocess.run([train_gpt, "--steps", "0"] + model_args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=RUN_TIMEOUT_S)
+        m = re.search(r"(\d+) parameters", p.stdout)
+        dtensor_params = int(m.group(1)) if m else None
 
     cores = int(os.environ.get("DT_BENCH_TRAIN_THREADS", "0")) or os.cpu_count() or 1
-    common = ["--steps", str(a.steps), "--json"] + model_args
-    # torchrun's own environment for its ranks; dtrun clears torchrun's variables itself.
+    common = ["--steps", str(a.steps), "--clip", "0", "--json"] + model_args
+    # dtrun clears torchrun's variables for its ranks itself; torchrun must not inherit a launcher's either.
     env = dict(os.environ)
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
-    plans = {}  # case -> [(side, cmd)]
+    torchrun = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python"]
+    plans = {}  # case -> (threads per rank, [(side, make_cmd(wrap))])
     for c in cases:
         if c == "1":
-            threads = str(cores)
-            d = [train_gpt, "--threads", threads] + common
-            t = [python, TWIN, "--threads", threads] + common
+            threads = max(1, cores)
+            args = ["--threads", str(threads)] + common
+            d = lambda wrap, args=args: wrap + [train_gpt] + args
+            t = lambda wrap, args=args: wrap + [python, TWIN] + args
         else:
-            threads = str(max(1, cores // 2))
-            par = ["--dp", "1", "--tp", "2", "--threads", threads]
-            d = [dtrun, "--nproc-per-node", "2", train_gpt] + par + common
-            t = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", TWIN] + par + common
+            threads = max(1, cores // 2)
+            args = ["--dp", "1", "--tp", "2", "--threads", str(threads)] + common
+            d = lambda wrap, args=args: [dtrun, "--nproc-per-node", "2"] + wrap + [train_gpt] + args
+            t = lambda wrap, args=args: torchrun + wrap + [python, TWIN] + args
         sides = [("torch", t)] + ([] if torch_only else [("dtensor", d)])
         if not a.no_sdpa:
-            sides.append(("torch-sdpa", t + ["--sdpa"]))
-        plans[c] = (int(threads), sides)
+            sides.append(("torch-sdpa", lambda wrap, t=t: t(wrap) + ["--sdpa"]))
+        plans[c] = (threads, sides)
 
     results = {}  # (case, side) -> [summary per round]
     failed = 0
@@ -166,12 +187,12 @@ def main():
     for rnd in range(1, a.rounds + 1):
         log(f"== bench/train round {rnd}/{a.rounds}")
         for c in cases:
-            threads, sides = plans[c]
+            sides = plans[c][1]
             pair = [x for x in sides if x[0] != "torch-sdpa"]
             if rnd % 2 == 0:
                 pair.reverse()
-            for side, cmd in pair + [x for x in sides if x[0] == "torch-sdpa"]:
-                s = run_one(f"{c} {side}", cmd, env, a.warmup)
+            for side, make_cmd in pair + [x for x in sides if x[0] == "torch-sdpa"]:
+                s = run_one(f"{c} {side}", make_cmd, env, a.warmup)
                 if s is None:
                     failed += 1
                 else:
@@ -182,31 +203,34 @@ def main():
         v = results.get((c, side))
         if not v:
             return None
-        peaks = [max(x["peaks"][i] for x in v if i < len(x["peaks"])) for i in range(max(len(x["peaks"]) for x in v))]
+        n = max(len(x["peaks"]) for x in v)
+        peaks = [max(x["peaks"][i] for x in v if i < len(x["peaks"])) for i in range(n)]
         return {"ms": 1e3 * statistics.median(x["step_s"] for x in v), "peaks": peaks, "rounds": len(v),
-                "params": v[0]["params"], "loss_last": v[-1]["loss_last"]}
+                "own_peak": max(x["own_peak"] for x in v), "params": v[0]["params"] or
+                (dtensor_params if side == "dtensor" else None)}
 
     def mib(peaks):
         return "/".join(f"{b / 2**20:.0f}" for b in peaks) if peaks else "-"
 
-    names = {"1": "1 process", "tp2": "tp=2, 2 processes"}
     log(f"\nGPT training step, ms/step: median over rounds of each run's median step after {a.warmup} warm-up steps "
-        f"(model args: {' '.join(model_args) or 'defaults'}); peak memory = peak RSS per rank in MiB, PyTorch's "
-        "including its import footprint")
+        f"(model args: {' '.join(model_args) or 'defaults'}, --clip 0). Peak RSS per rank in MiB (rank 0/rank 1), "
+        "PyTorch's including the ~530 MiB of import torch; 'dt alloc': dtensor's allocator peak, rank 0")
     log(f"{'case':<30} {'threads':>7} {'dtensor':>9} {'torch':>9} {'ratio':>7} {'target':>7} "
-        f"{'dtensor MiB':>12} {'torch MiB':>12}")
+        f"{'dtensor RSS':>12} {'torch RSS':>12} {'dt alloc':>9}")
     met = total = 0
     for c in cases:
         threads = plans[c][0]
         d, t, s = med(c, "dtensor"), med(c, "torch"), med(c, "torch-sdpa")
-        for label, ref, target in ((names[c], t, TARGETS[c]), (names[c] + ", torch SDPA", s, None)):
-            if ref is None and (label != names[c] or d is None):
+        for label, ref, target in ((NAMES[c], t, TARGETS[c]), (NAMES[c] + ", torch SDPA", s, None)):
+            if ref is None and (target is None or d is None):
                 continue
             ratio = d["ms"] / ref["ms"] if d and ref else None
             cells = [f"{d['ms']:.2f}" if d else "-", f"{ref['ms']:.2f}" if ref else "-",
-                     f"{ratio:.2f}x" if ratio else "-", f"{target:.1f}x" if target else "info"]
-            log(f"{label:<30} {threads:>7} {cells[0]:>9} {cells[1]:>9} {cells[2]:>7} {cells[3]:>7} "
-                f"{mib(d['peaks'] if d else None):>12} {mib(ref['peaks'] if ref else None):>12}")
+                     f"{ratio:.2f}x" if ratio else "-", f"{target:.1f}x" if target else "info",
+                     mib(d["peaks"]) if d else "-", mib(ref["peaks"]) if ref else "-",
+                     f"{d['own_peak'] / 2**20:.1f}" if d else "-"]
+            log(f"{label:<30} {threads:>7} {cells[0]:>9} {cells[1]:>9} {cells[2]:>7} {cells[3]:>7} {cells[4]:>12} "
+                f"{cells[5]:>12} {cells[6]:>9}")
             if target and ratio:
                 total += 1
                 met += ratio <= target
@@ -217,10 +241,11 @@ def main():
                 "ratio": round(ratio, 4) if ratio else None, "target": target,
                 "dtensor_peak_rss_bytes": d["peaks"] if d else None,
                 "torch_peak_rss_bytes": ref["peaks"] if ref else None,
+                "dtensor_allocator_peak_bytes": d["own_peak"] if d else None,
                 "dtensor_params": d["params"] if d else None, "torch_params": ref["params"] if ref else None,
                 "rounds": min(x["rounds"] for x in (d, ref) if x)}), flush=True)
         if d and t and d["params"] and t["params"] and d["params"] != t["params"]:
-            log(f"  {names[c]}: the parameter counts differ: dtensor {d['params']}, torch {t['params']}")
+            log(f"  {NAMES[c]}: the parameter counts differ: dtensor {d['params']}, torch {t['params']}")
     if total:
         log(f"targets met: {met} of {total}")
     if failed:

@@ -8,7 +8,8 @@ One process (--dp 1 --tp 1, plain `python`), or one process per rank under torch
 The model (torchtitan's Llama naming; bench/README.md has the whole definition): tok_embeddings, n_layers pre-norm
 blocks (RMSNorm, attention with GPT-NeoX RoPE and an explicit causal softmax, RMSNorm, SwiGLU feed-forward), a final
 RMSNorm and an untied output head; f32, no biases; loss = mean cross-entropy of the next token. AdamW(lr, betas
-(0.9, 0.95), eps 1e-8, weight decay 0.1), zero_grad(set_to_none) every step, no clipping. Batches: token ids uniform in
+(0.9, 0.95), eps 1e-8, weight decay 0.1), zero_grad(set_to_none) every step, gradients clipped to a global norm of
+--clip (1.0, as train_gpt; the benchmark passes 0: no clipping). Batches: token ids uniform in
 [0, vocab) from a generator seeded with --seed, a fresh global batch [B, T + 1] per step (inputs and next-token
 targets); with dp > 1 each dp rank takes its B/dp rows and gradients are averaged over dp by all_reduce.
 
@@ -55,6 +56,8 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--clip", type=float, default=1.0,
+                   help="clip the gradients' global norm to this (train_gpt's default, 1.0); 0: no clipping")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: leave PyTorch's)")
     p.add_argument("--sdpa", action="store_true",
                    help="attention through F.scaled_dot_product_attention(is_causal=True) instead of the explicit "
@@ -225,6 +228,27 @@ def main(argv):
     # replicated) beside the DTensor weights; AdamW takes both in one list.
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
+    def clip_grad_norm(ps, max_norm):
+        """torch.nn.utils.clip_grad_norm_ for this plan's mix of sharded DTensor and replicated plain gradients, which
+        PyTorch's refuses ("mixed torch.Tensor and DTensor"): the shards' sums of squares are all-reduced over tp."""
+        grads = [p.grad for p in ps if p.grad is not None]
+        sharded = torch.zeros((), dtype=torch.float64)
+        replicated = torch.zeros((), dtype=torch.float64)
+        group = None
+        for g in grads:
+            if is_dtensor(g) and any(pl.is_shard() for pl in g.placements):
+                sharded += g.to_local().double().square().sum()
+                group = g.device_mesh.get_group()
+            else:
+                replicated += (g.to_local() if is_dtensor(g) else g).double().square().sum()
+        if group is not None:
+            dist.all_reduce(sharded, group=group)
+        total = (sharded + replicated).sqrt()
+        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0).float()
+        for g in grads:
+            (g.to_local() if is_dtensor(g) else g).mul_(coef)
+        return total
+
     if args.tp > 1:
         loss_context = loss_parallel
     else:
@@ -255,6 +279,8 @@ def main(argv):
                 g = p.grad.to_local() if is_dtensor(p.grad) else p.grad
                 dist.all_reduce(g, group=dp_group)
                 g.div_(args.dp)
+        if args.clip > 0:
+            clip_grad_norm(list(model.parameters()), args.clip)
         optimizer.step()
         step_s = time.perf_counter() - start
         loss_value = (loss.full_tensor() if is_dtensor(loss) else loss).item()
@@ -292,9 +318,10 @@ def main(argv):
     sys.stderr.flush()
     if world > 1:
         dist.destroy_process_group()
-        # gloo sometimes aborts at exit after all work is done (pytorch/pytorch#179291): leave without the
-        # interpreter's teardown so that the exit code reports only real failures.
-        os._exit(0)
+    # Leave without the interpreter's teardown: gloo sometimes aborts there after all work is done
+    # (pytorch/pytorch#179291), and tearing down torch's modules raises the peak RSS by 100+ MiB that the benchmark,
+    # which measures each rank's peak RSS from outside (bench/train/peak_rss.py), must not count.
+    os._exit(0)
 
 
 if __name__ == "__main__":
