@@ -196,6 +196,7 @@ def main():
                 if s is None:
                     failed += 1
                 else:
+                    s["round"] = rnd
                     results.setdefault((c, side), []).append(s)
     log(f"== bench/train: {time.monotonic() - start:.0f} s")
 
@@ -209,28 +210,38 @@ def main():
                 "own_peak": max(x["own_peak"] for x in v), "params": v[0]["params"] or
                 (dtensor_params if side == "dtensor" else None)}
 
+    def round_ratios(c, side):
+        """dtensor / side per round, from the runs made back to back (less exposed to drift than medians)."""
+        ref = {x["round"]: x["step_s"] for x in results.get((c, side), [])}
+        return [x["step_s"] / ref[x["round"]] for x in results.get((c, "dtensor"), []) if x["round"] in ref]
+
     def mib(peaks):
         return "/".join(f"{b / 2**20:.0f}" for b in peaks) if peaks else "-"
 
     log(f"\nGPT training step, ms/step: median over rounds of each run's median step after {a.warmup} warm-up steps "
         f"(model args: {' '.join(model_args) or 'defaults'}, --clip 0). Peak RSS per rank in MiB (rank 0/rank 1), "
         "PyTorch's including the ~530 MiB of import torch; 'dt alloc': dtensor's allocator peak, rank 0")
-    log(f"{'case':<30} {'threads':>7} {'dtensor':>9} {'torch':>9} {'ratio':>7} {'target':>7} "
+    log("'rounds': the range of the per-round ratios (both sides run back to back in each round)")
+    log(f"{'case':<30} {'threads':>7} {'dtensor':>9} {'torch':>9} {'ratio':>7} {'rounds':>11} {'target':>7} "
         f"{'dtensor RSS':>12} {'torch RSS':>12} {'dt alloc':>9}")
     met = total = 0
     for c in cases:
         threads = plans[c][0]
         d, t, s = med(c, "dtensor"), med(c, "torch"), med(c, "torch-sdpa")
-        for label, ref, target in ((NAMES[c], t, TARGETS[c]), (NAMES[c] + ", torch SDPA", s, None)):
+        for label, side, ref, target in ((NAMES[c], "torch", t, TARGETS[c]),
+                                         (NAMES[c] + ", torch SDPA", "torch-sdpa", s, None)):
             if ref is None and (target is None or d is None):
                 continue
             ratio = d["ms"] / ref["ms"] if d and ref else None
+            per_round = round_ratios(c, side)
             cells = [f"{d['ms']:.2f}" if d else "-", f"{ref['ms']:.2f}" if ref else "-",
-                     f"{ratio:.2f}x" if ratio else "-", f"{target:.1f}x" if target else "info",
+                     f"{ratio:.2f}x" if ratio else "-",
+                     f"{min(per_round):.2f}-{max(per_round):.2f}" if per_round else "-",
+                     f"{target:.1f}x" if target else "info",
                      mib(d["peaks"]) if d else "-", mib(ref["peaks"]) if ref else "-",
                      f"{d['own_peak'] / 2**20:.1f}" if d else "-"]
-            log(f"{label:<30} {threads:>7} {cells[0]:>9} {cells[1]:>9} {cells[2]:>7} {cells[3]:>7} {cells[4]:>12} "
-                f"{cells[5]:>12} {cells[6]:>9}")
+            log(f"{label:<30} {threads:>7} {cells[0]:>9} {cells[1]:>9} {cells[2]:>7} {cells[3]:>11} {cells[4]:>7} "
+                f"{cells[5]:>12} {cells[6]:>12} {cells[7]:>9}")
             if target and ratio:
                 total += 1
                 met += ratio <= target
@@ -239,6 +250,7 @@ def main():
                 "torch_attention": "explicit" if target else "sdpa",
                 "dtensor_ms": round(d["ms"], 4) if d else None, "torch_ms": round(ref["ms"], 4) if ref else None,
                 "ratio": round(ratio, 4) if ratio else None, "target": target,
+                "ratio_per_round": [round(r, 4) for r in per_round],
                 "dtensor_peak_rss_bytes": d["peaks"] if d else None,
                 "torch_peak_rss_bytes": ref["peaks"] if ref else None,
                 "dtensor_allocator_peak_bytes": d["own_peak"] if d else None,
