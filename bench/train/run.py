@@ -18,7 +18,8 @@ from PyPI: about 3 GB). MODEL_ARGS (after --, or DT_BENCH_TRAIN_ARGS) go to both
 
 Environment: DT_BENCH_TRAIN_ROUNDS (3), DT_BENCH_TRAIN_STEPS (20), DT_BENCH_TRAIN_WARMUP (3), DT_BENCH_TRAIN_ARGS,
 DT_BENCH_TRAIN_THREADS (the threads of the one-process case, halved per rank for tp2; default nproc),
-DT_BENCH_TRAIN_TORCH_ONLY=1 (the same as --torch-only), DT_BENCH_TRAIN_VENV (the venv's folder).
+DT_BENCH_TRAIN_TORCH_ONLY=1 (the same as --torch-only), DT_BENCH_TRAIN_VENV (the venv's folder),
+DT_BENCH_TRAIN_BIND=1 (pin each rank of the tp2 case, on both sides, to one core: local rank i on core i).
 Prints the table on stderr and one JSON line per row on stdout; exits 1 when a run failed.
 """
 import argparse
@@ -83,11 +84,11 @@ def summarize(rows, warmup):
             "steps": len(steps)}
 
 
-def run_one(name, make_cmd, env, warmup):
+def run_one(name, make_cmd, env, warmup, bind):
     """Runs make_cmd(wrap), where wrap is the peak_rss.py prefix to put before each rank's program."""
     out_dir = tempfile.mkdtemp(prefix="dt-bench-train-")
     try:
-        cmd = make_cmd([sys.executable, PEAK_RSS, out_dir])
+        cmd = make_cmd([sys.executable, PEAK_RSS] + (["--bind"] if bind else []) + [out_dir])
         log(f"   {name}: {' '.join(shlex.quote(c) for c in cmd)}")
         start = time.monotonic()
         try:
@@ -158,6 +159,7 @@ def main():
         dtensor_params = int(m.group(1)) if m else None
 
     cores = int(os.environ.get("DT_BENCH_TRAIN_THREADS", "0")) or os.cpu_count() or 1
+    bind = os.environ.get("DT_BENCH_TRAIN_BIND", "0") == "1"
     common = ["--steps", str(a.steps), "--clip", "0", "--json"] + model_args
     # dtrun clears torchrun's variables for its ranks itself; torchrun must not inherit a launcher's either.
     env = dict(os.environ)
@@ -192,7 +194,7 @@ def main():
             if rnd % 2 == 0:
                 pair.reverse()
             for side, make_cmd in pair + [x for x in sides if x[0] == "torch-sdpa"]:
-                s = run_one(f"{c} {side}", make_cmd, env, a.warmup)
+                s = run_one(f"{c} {side}", make_cmd, env, a.warmup, bind and c != "1")
                 if s is None:
                     failed += 1
                 else:
@@ -219,7 +221,8 @@ def main():
         return "/".join(f"{b / 2**20:.0f}" for b in peaks) if peaks else "-"
 
     log(f"\nGPT training step, ms/step: median over rounds of each run's median step after {a.warmup} warm-up steps "
-        f"(model args: {' '.join(model_args) or 'defaults'}, --clip 0). Peak RSS per rank in MiB (rank 0/rank 1), "
+        f"(model args: {' '.join(model_args) or 'defaults'}, --clip 0{', tp2 ranks pinned to cores' if bind else ''})"
+        ". Peak RSS per rank in MiB (rank 0/rank 1), "
         "PyTorch's including the ~530 MiB of import torch; 'dt alloc': dtensor's allocator peak, rank 0")
     log("'rounds': the range of the per-round ratios (both sides run back to back in each round)")
     log(f"{'case':<30} {'threads':>7} {'dtensor':>9} {'torch':>9} {'ratio':>7} {'rounds':>11} {'target':>7} "
@@ -255,7 +258,7 @@ def main():
                 "torch_peak_rss_bytes": ref["peaks"] if ref else None,
                 "dtensor_allocator_peak_bytes": d["own_peak"] if d else None,
                 "dtensor_params": d["params"] if d else None, "torch_params": ref["params"] if ref else None,
-                "rounds": min(x["rounds"] for x in (d, ref) if x)}), flush=True)
+                "rounds": min(x["rounds"] for x in (d, ref) if x), "bound": bind and c != "1"}), flush=True)
         if d and t and d["params"] and t["params"] and d["params"] != t["params"]:
             log(f"  {NAMES[c]}: the parameter counts differ: dtensor {d['params']}, torch {t['params']}")
     if total:
