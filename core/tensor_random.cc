@@ -37,7 +37,7 @@ Tensor fill_block(const Shape& global, const Shape& offset, const Shape& block, 
       int64_t g = 0;
       for (size_t d = 0; d < nd; ++d) g += (offset[d] + idx[d]) * gstride[d];
       for (int64_t k = 0; k < inner; ++k) v[size_t(j + k)] = gen(uint64_t(g + k));
-      for (size_t d = nd - 1; d-- > 0;) {  // next row: carry over the dims before the last
+      for (size_t d = nd == 0 ? 0 : nd - 1; d-- > 0;) {  // next row: carry over the dims before the last
         if (++idx[d] < block[d]) break;
         idx[d] = 0;
       }

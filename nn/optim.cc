@@ -56,6 +56,27 @@ Tensor local_grad(const Variable& p) {
   return t.contiguous();
 }
 
+// Accumulated in double (on the host: the gradient is copied there first when it lives on a GPU).
+double sum_of_squares(const Tensor& t) {
+  if (t.numel() == 0) return 0;
+  Tensor x = t.to(Device::cpu()).contiguous();
+  if (x.dtype() != DType::f32) x = x.to(DType::f64);
+  const int64_t n = x.numel();
+  double sq = 0;
+  // Four independent sums: one dependent add per element would be latency-bound.
+  auto run = [&](const auto* d) {
+    double acc[4] = {0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4)
+      for (int k = 0; k < 4; ++k) acc[k] += double(d[i + k]) * double(d[i + k]);
+    for (; i < n; ++i) sq += double(d[i]) * double(d[i]);
+    sq += (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  };
+  if (x.dtype() == DType::f32) run(x.data<float>());
+  else run(x.data<double>());
+  return sq;
+}
+
 void check_payload(const Variable& p) {
   DT_CHECK_ARG(p.to_local().is_contiguous(), "optimizer: the local shard of ", p.name(), " is not contiguous");
 }
@@ -125,13 +146,7 @@ double grad_norm(const std::vector<Variable>& params) {
                    " is Partial on mesh dim ", m, " (reduce it first)");
       if (is_shard(g.placements()[size_t(m)])) dims.push_back(m);
     }
-    Tensor local = g.to_local();
-    double sq = 0;
-    if (local.numel() > 0) {
-      Tensor x = local.to(DType::f64).to(Device::cpu());
-      const double* d = x.contiguous().data<double>();
-      for (int64_t i = 0; i < x.numel(); ++i) sq += d[i] * d[i];
-    }
+    const double sq = sum_of_squares(g.to_local());
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const Group& gr) { return gr.mesh == g.mesh() && gr.dims == dims; });
     if (it == groups.end()) groups.push_back(Group{g.mesh(), dims, sq});

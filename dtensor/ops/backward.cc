@@ -171,29 +171,30 @@ Tensor outside(const Tensor& x, int64_t lo, int64_t hi) {
   return kernels::where(below, below, above);
 }
 
-// Inputs (grad_loss, logits, targets) -> grad_logits, with the forward's strategies (embedding.cc): rows sharded
-// (kMean divides by the global count: one all-reduce of it), or classes sharded (loss parallel: the log-sum-exp of
-// every row is recomputed by two all-reduces of O(rows) values; the logits are never gathered).
+// Inputs (grad_loss, logits, targets, lse) -> grad_logits, with the forward's strategies (embedding.cc): rows
+// sharded (kMean divides by the global count: one all-reduce of it), or classes sharded (loss parallel: the forward's
+// log-sum-exp of every row gives this rank's columns of the softmax; nothing is gathered).
 OpRule cross_entropy_backward_rule() {
   OpRule r;
   r.name = "cross_entropy_backward";
-  r.input_names = {"grad_loss", "logits", "targets"};
+  r.input_names = {"grad_loss", "logits", "targets", "lse"};
   r.meta = [](const OpSchema& s) {
-    for (size_t i = 0; i < 3; ++i) check_defined_input(s, i, "an input");
+    for (size_t i = 0; i < 4; ++i) check_defined_input(s, i, "an input");
     return std::vector<OutputMeta>{{s.inputs[1].shape, s.inputs[1].dtype}};
   };
   r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
     const int64_t last = s.inputs[1].ndim() - 1;
     const bool none = LossReduction(s.params.get_int("reduction")) == LossReduction::kNone;
-    std::vector<DimStrategy> v{replicate_all(3, 1)};
-    for (int64_t d = 0; d < last; ++d) v.push_back(strategy({S(d)}, {none ? S(d) : R(), S(d), S(d)}));
-    v.push_back(strategy({S(last)}, {R(), S(last), R()}));  // loss parallel
+    std::vector<DimStrategy> v{replicate_all(4, 1)};
+    for (int64_t d = 0; d < last; ++d) v.push_back(strategy({S(d)}, {none ? S(d) : R(), S(d), S(d), S(d)}));
+    v.push_back(strategy({S(last)}, {R(), S(last), R(), R()}));  // loss parallel
     return v;
   };
   r.compute = [](const OpCall& c, const std::vector<Tensor>& in) {
     const Tensor& g = in[0];
     const Tensor& logits = in[1];
     const Tensor& targets = in[2];
+    const Tensor& lse = in[3];
     const int64_t last = logits.dim() - 1;
     const int64_t ignore = c.params().get_int("ignore_index");
     const auto red = LossReduction(c.params().get_int("reduction"));
@@ -203,7 +204,7 @@ OpRule cross_entropy_backward_rule() {
     for (int64_t m = 0; m < spec.mesh_ndim(); ++m)
       if (is_shard(spec[m]) && !is_shard(spec[m], last)) row_dims.push_back(m);
     if (class_dims.empty() && (row_dims.empty() || red != LossReduction::kMean))
-      return std::vector<Tensor>{kernels::cross_entropy_backward(g, logits, targets, Tensor(), ignore, red)};
+      return std::vector<Tensor>{kernels::cross_entropy_backward(g, logits, targets, lse, ignore, red)};
 
     const DType acc = logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
     const Device dev = logits.device();
@@ -222,15 +223,7 @@ OpRule cross_entropy_backward_rule() {
     }
     const IndexRange cls = c.input_ranges(1)[size_t(last)];
     Tensor x = reshape_rowmajor(logits.to(acc), {rows, cls.size()});
-    Tensor mx =
-        (cls.size() > 0 && rows > 0) ? kernels::amax(x, {1}) : identity_tensor({rows}, acc, dev, ReduceOp::kMax);
-    if (rows > 0)
-      for (int64_t m : class_dims) c.mesh.comm(m)->all_reduce(mx, ReduceOp::kMax)->wait();
-    Tensor e = kernels::exp(kernels::sub(x, mx.unsqueeze(1)));
-    Tensor sum_exp = kernels::sum(e, {1});
-    if (rows > 0)
-      for (int64_t m : class_dims) c.mesh.comm(m)->all_reduce(sum_exp, ReduceOp::kSum)->wait();
-    Tensor p = kernels::div(e, sum_exp.unsqueeze(1));
+    Tensor p = kernels::exp(kernels::sub(x, reshape_rowmajor(lse, {rows}).unsqueeze(1)));
     Tensor cols = kernels::arange(cls.size(), DType::i64, dev);
     Tensor hit = kernels::eq(kernels::sub_scalar(t, double(cls.begin)).unsqueeze(1), cols.unsqueeze(0));
     Tensor grad = kernels::mul(kernels::sub(p, hit.to(acc)), scale.unsqueeze(1));

@@ -2,9 +2,11 @@
 #include "dtensor/ops/elementwise.h"
 
 #include <optional>
+#include <string_view>
 
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/rule_util.h"
+#include "kernels/ops/type_promotion.h"
 
 namespace dt {
 namespace ops::detail {
@@ -26,9 +28,34 @@ std::vector<Shape> input_shapes(const OpSchema& s) {
   return shapes;
 }
 
+bool exact_widening(DType from, DType to);
+
+// Note [Partial under promotion]
+// An operand converted to the promoted dtype before the kernel is converted on every rank separately: max and min
+// commute with that (every cast is non-decreasing), sum, avg and product only when the cast is exact. A Partial case
+// needing a Partial(sum/avg/product) operand whose cast is not exact is dropped (the operand is reduced first).
+bool partial_case_survives(const OpSchema& s, const std::vector<std::optional<ReduceOp>>& inputs, DType common) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::optional<ReduceOp>& op = inputs[i];
+    if (op && *op != ReduceOp::kMax && *op != ReduceOp::kMin && !exact_widening(s.inputs[i].dtype, common))
+      return false;
+  }
+  return true;
+}
+
+// The dtype the operands a and b (inputs ia, ib) are converted to before the kernel (kernels/ops/type_promotion.h).
+DType common_dtype(const OpSchema& s, size_t ia, size_t ib) {
+  return kernels::promote_types(s.inputs[ia].dtype, s.inputs[ib].dtype);
+}
+
+// t converted to `dtype` on this rank (no copy when it already has it).
+Tensor as_dtype(const Tensor& t, DType dtype) { return t.dtype() == dtype ? t : t.to(dtype); }
+
 // R -> R, then S(d) of the output for every dim (inputs that broadcast d stay R), then the Partial cases.
+// convert_to: the dtype the operands are promoted to before the kernel (binary ops).
 std::vector<DimStrategy> elementwise_strategies(const OpSchema& s, const Shape& out,
-                                                const std::vector<PartialCase>& partials) {
+                                                const std::vector<PartialCase>& partials,
+                                                std::optional<DType> convert_to = std::nullopt) {
   const size_t n = s.inputs.size();
   std::vector<DimStrategy> v{replicate_all(n, 1)};
   for (int64_t d = 0; d < int64_t(out.size()); ++d) {
@@ -40,6 +67,7 @@ std::vector<DimStrategy> elementwise_strategies(const OpSchema& s, const Shape& 
     v.push_back(std::move(st));
   }
   for (const PartialCase& c : partials) {
+    if (convert_to && !partial_case_survives(s, c.inputs, *convert_to)) continue;
     DimStrategy st{{P(c.output)}, {}};
     for (const auto& op : c.inputs) st.inputs.push_back(op ? P(*op) : R());
     v.push_back(std::move(st));
@@ -172,16 +200,19 @@ OpRule binary_rule(const BinaryInfo& info) {
   r.meta = [inf](const OpSchema& s) {
     check_defined_input(s, 0, "a");
     check_defined_input(s, 1, "b");
-    check_same_dtype(s, 0, 1, {"a", "b"});
-    if (inf.needs_float) check_floating(s, 0, "a");
-    DT_CHECK_ARG(s.inputs[0].dtype != DType::b8, "dt::", s.op, ": bool inputs are not supported");
-    return std::vector<OutputMeta>{{broadcast_shapes(s.op, input_shapes(s)), s.inputs[0].dtype}};
+    DType t = common_dtype(s, 0, 1);
+    DT_CHECK_ARG(t != DType::b8, "dt::", s.op, ": bool inputs are not supported (both a and b are bool)");
+    if (inf.op == BinaryOp::kDiv && !is_floating(t)) t = DType::f32;  // true division, as torch
+    DT_CHECK_ARG(!inf.needs_float || is_floating(t), "dt::", s.op, ": needs a floating operand, got a ",
+                 dtype_name(s.inputs[0].dtype), " and b ", dtype_name(s.inputs[1].dtype));
+    return std::vector<OutputMeta>{{broadcast_shapes(s.op, input_shapes(s)), t}};
   };
   r.strategies = [inf](const OpSchema& s, const std::vector<OutputMeta>& out) {
-    return elementwise_strategies(s, out[0].shape, binary_partials(inf.op));
+    return elementwise_strategies(s, out[0].shape, binary_partials(inf.op), out[0].dtype);
   };
-  r.compute = [inf](const OpCall&, const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{kernels::binary(inf.op, in[0], in[1])};
+  r.compute = [inf](const OpCall& c, const std::vector<Tensor>& in) {
+    const DType t = c.outputs[0].dtype;
+    return std::vector<Tensor>{kernels::binary(inf.op, as_dtype(in[0], t), as_dtype(in[1], t))};
   };
   return r;
 }
@@ -204,7 +235,6 @@ OpRule compare_rule(const CompareInfo& info, bool scalar) {
     check_defined_input(s, 0, scalar ? "x" : "a");
     if (!scalar) {
       check_defined_input(s, 1, "b");
-      check_same_dtype(s, 0, 1, {"a", "b"});
     }
     return std::vector<OutputMeta>{{broadcast_shapes(s.op, input_shapes(s)), DType::b8}};
   };
@@ -213,7 +243,8 @@ OpRule compare_rule(const CompareInfo& info, bool scalar) {
   };
   r.compute = [op, scalar](const OpCall& c, const std::vector<Tensor>& in) {
     if (scalar) return std::vector<Tensor>{kernels::compare_scalar(op, in[0], c.params().get_double("scalar"))};
-    return std::vector<Tensor>{kernels::compare(op, in[0], in[1])};
+    const DType t = kernels::promote_types(in[0].dtype(), in[1].dtype());
+    return std::vector<Tensor>{kernels::compare(op, as_dtype(in[0], t), as_dtype(in[1], t))};
   };
   return r;
 }
@@ -227,17 +258,17 @@ OpRule where_rule() {
   r.meta = [](const OpSchema& s) {
     for (size_t i = 0; i < 3; ++i) check_defined_input(s, i, i == 0 ? "cond" : i == 1 ? "a" : "b");
     DT_CHECK_ARG(s.inputs[0].dtype == DType::b8, "dt::where: cond must be bool, got ", dtype_name(s.inputs[0].dtype));
-    check_same_dtype(s, 1, 2, {"cond", "a", "b"});
-    return std::vector<OutputMeta>{{broadcast_shapes(s.op, input_shapes(s)), s.inputs[1].dtype}};
+    return std::vector<OutputMeta>{{broadcast_shapes(s.op, input_shapes(s)), common_dtype(s, 1, 2)}};
   };
   r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>& out) {
     // where picks a or b per position, alike on every rank: any reduction commutes with it.
     std::vector<PartialCase> partials;
     for (ReduceOp op : kAllReduceOps) partials.push_back({{std::nullopt, op, op}, op});
-    return elementwise_strategies(s, out[0].shape, partials);
+    return elementwise_strategies(s, out[0].shape, partials, out[0].dtype);
   };
-  r.compute = [](const OpCall&, const std::vector<Tensor>& in) {
-    return std::vector<Tensor>{kernels::where(in[0], in[1], in[2])};
+  r.compute = [](const OpCall& c, const std::vector<Tensor>& in) {
+    const DType t = c.outputs[0].dtype;
+    return std::vector<Tensor>{kernels::where(in[0], as_dtype(in[1], t), as_dtype(in[2], t))};
   };
   return r;
 }
@@ -329,8 +360,14 @@ void register_elementwise_rules(std::vector<OpRule>& rules) {
 namespace {
 DTensor unary(const char* op, const DTensor& x, double scalar = 0, bool has_scalar = false) {
   ops::OpParams p;
-  if (has_scalar) p.set("scalar", scalar);
-  return ops::dispatch_one(op, {x}, p);
+  if (!has_scalar) return ops::dispatch_one(op, {x}, p);
+  p.set("scalar", scalar);
+  DT_CHECK_ARG(x.defined(), "dt::", op, ": x is undefined");
+  // A scalar promotes a bool or integer tensor (kernels/ops/type_promotion.h); div and pow compute in floating.
+  DType t = kernels::promote_with_scalar(x.dtype(), scalar);
+  const std::string_view name(op);
+  if ((name == "div_scalar" || name == "pow_scalar") && !is_floating(t)) t = DType::f32;
+  return ops::dispatch_one(op, {t == x.dtype() ? x : to(x, t)}, p);
 }
 DTensor binary(const char* op, const DTensor& a, const DTensor& b) { return ops::dispatch_one(op, {a, b}); }
 DTensor compare_scalar(const char* op, const DTensor& x, double s) {
@@ -404,5 +441,43 @@ DTensor operator+(double s, const DTensor& x) { return add(x, s); }
 DTensor operator-(double s, const DTensor& x) { return rsub(x, s); }
 DTensor operator*(double s, const DTensor& x) { return mul(x, s); }
 DTensor operator-(const DTensor& x) { return neg(x); }
+
+DTensor as_replicate(const Tensor& t, const DeviceMesh& mesh) {
+  DT_CHECK_ARG(t.defined(), "dt::as_replicate: the tensor is undefined");
+  DT_CHECK_ARG(mesh.defined(), "dt::as_replicate: the mesh is undefined");
+  const ShardingSpec spec = ShardingSpec::replicated(mesh.ndim());
+  if (!mesh.is_member())
+    return DTensor::from_local_unchecked(Tensor::empty({0}, t.dtype(), mesh.device()), mesh, spec, t.shape());
+  return DTensor::from_local_unchecked(t.to(mesh.device()).contiguous(), mesh, spec, t.shape());
+}
+
+namespace {
+const DeviceMesh& mesh_of(const DTensor& x, const char* op) {
+  DT_CHECK_ARG(x.defined(), "dt::", op, ": the DTensor operand is undefined");
+  return x.mesh();
+}
+}  // namespace
+
+#define DT_MIXED_BINARY_(name, fn)                                                                    \
+  DTensor name(const DTensor& a, const Tensor& b) { return fn(a, as_replicate(b, mesh_of(a, #fn))); } \
+  DTensor name(const Tensor& a, const DTensor& b) { return fn(as_replicate(a, mesh_of(b, #fn)), b); }
+DT_MIXED_BINARY_(add, add)
+DT_MIXED_BINARY_(sub, sub)
+DT_MIXED_BINARY_(mul, mul)
+DT_MIXED_BINARY_(div, div)
+DT_MIXED_BINARY_(pow, pow)
+DT_MIXED_BINARY_(maximum, maximum)
+DT_MIXED_BINARY_(minimum, minimum)
+DT_MIXED_BINARY_(eq, eq)
+DT_MIXED_BINARY_(ne, ne)
+DT_MIXED_BINARY_(lt, lt)
+DT_MIXED_BINARY_(le, le)
+DT_MIXED_BINARY_(gt, gt)
+DT_MIXED_BINARY_(ge, ge)
+DT_MIXED_BINARY_(operator+, add)
+DT_MIXED_BINARY_(operator-, sub)
+DT_MIXED_BINARY_(operator*, mul)
+DT_MIXED_BINARY_(operator/, div)
+#undef DT_MIXED_BINARY_
 
 }  // namespace dt

@@ -15,7 +15,13 @@
 //     to(dtype) max/min for non-bool casts; sum/avg only when the cast widens exactly
 //   Not linear (pow, abs, log, sqrt, rsqrt, silu, gelu, comparisons): Partial inputs are reduced first.
 //
-// Dtypes follow kernels/ops/elementwise.h (no type promotion; comparisons give bool).
+// Dtypes: binary ops (add, sub, mul, div, pow, maximum, minimum, the comparisons, where's a and b) promote mixed
+// dtypes by torch's rule, kernels/ops/type_promotion.h promote_types (bool < integers < floating, within a kind the
+// wider, f16 with bf16 -> f32): each rank converts the narrower operand's block before the kernel. A Partial(sum,
+// avg, product) operand whose conversion is not exact is reduced first (Note [Partial under promotion]). div of
+// integers gives f32 (true division); pow needs a floating operand; both bool is an error. A double scalar keeps a
+// floating tensor's dtype (x_f16 * 2.0 is f16); a bool or integer tensor with a non-integer scalar becomes f32, and
+// div/pow by a scalar compute integers in f32. Comparisons give bool.
 #pragma once
 
 #include "dtensor/dtensor.h"
@@ -84,5 +90,33 @@ DTensor operator+(double s, const DTensor& x);
 DTensor operator-(double s, const DTensor& x);
 DTensor operator*(double s, const DTensor& x);
 DTensor operator-(const DTensor& x);
+
+// A plain Tensor mixed with a DTensor is a Replicate DTensor on the DTensor's mesh (as in PyTorch, where a
+// torch.Tensor operand of a DTensor op is treated as replicated). It is wrapped without communication and without a
+// check: the caller guarantees that it holds the same value on every rank of the mesh (a different value per rank
+// gives a DTensor whose ranks disagree, silently). It is moved to the mesh's device when it is elsewhere.
+DTensor as_replicate(const Tensor& t, const DeviceMesh& mesh);
+
+#define DT_MIXED_BINARY_(name)                     \
+  DTensor name(const DTensor& a, const Tensor& b); \
+  DTensor name(const Tensor& a, const DTensor& b);
+DT_MIXED_BINARY_(add)
+DT_MIXED_BINARY_(sub)
+DT_MIXED_BINARY_(mul)
+DT_MIXED_BINARY_(div)
+DT_MIXED_BINARY_(pow)
+DT_MIXED_BINARY_(maximum)
+DT_MIXED_BINARY_(minimum)
+DT_MIXED_BINARY_(eq)
+DT_MIXED_BINARY_(ne)
+DT_MIXED_BINARY_(lt)
+DT_MIXED_BINARY_(le)
+DT_MIXED_BINARY_(gt)
+DT_MIXED_BINARY_(ge)
+DT_MIXED_BINARY_(operator+)
+DT_MIXED_BINARY_(operator-)
+DT_MIXED_BINARY_(operator*)
+DT_MIXED_BINARY_(operator/)
+#undef DT_MIXED_BINARY_
 
 }  // namespace dt

@@ -82,14 +82,16 @@ OpRule cross_entropy_rule() {
     DT_CHECK_ARG(s.inputs[1].shape == lead, "dt::cross_entropy: targets must have the logits' leading shape ",
                  shape_str(lead), " (logits ", shape_str(l), " with classes last), got ", shape_str(s.inputs[1].shape));
     const auto red = LossReduction(s.params.get_int("reduction"));
-    return std::vector<OutputMeta>{{red == LossReduction::kNone ? lead : Shape{}, s.inputs[0].dtype}};
+    // Outputs: the loss, and every row's log-sum-exp (saved for the backward).
+    const DType acc = s.inputs[0].dtype == DType::f64 ? DType::f64 : DType::f32;
+    return std::vector<OutputMeta>{{red == LossReduction::kNone ? lead : Shape{}, s.inputs[0].dtype}, {lead, acc}};
   };
   r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
     const int64_t last = s.inputs[0].ndim() - 1;
     const bool none = LossReduction(s.params.get_int("reduction")) == LossReduction::kNone;
-    std::vector<DimStrategy> v{replicate_all(2, 1)};
-    for (int64_t d = 0; d < last; ++d) v.push_back(strategy({none ? S(d) : P()}, {S(d), S(d)}));
-    v.push_back(strategy({R()}, {S(last), R()}));  // loss parallel
+    std::vector<DimStrategy> v{replicate_all(2, 2)};
+    for (int64_t d = 0; d < last; ++d) v.push_back(strategy({none ? S(d) : P(), S(d)}, {S(d), S(d)}));
+    v.push_back(strategy({R(), R()}, {S(last), R()}));  // loss parallel
     return v;
   };
   // Loss parallel's own all-reduces move O(rows) values where gathering the logits moves O(rows x classes). They
@@ -121,8 +123,10 @@ OpRule cross_entropy_rule() {
     const ShardingSpec& spec = c.input_spec(0);
     for (int64_t m = 0; m < spec.mesh_ndim(); ++m)
       if (is_shard(spec[m]) && !is_shard(spec[m], last)) row_dims.push_back(m);
-    if (class_dims.empty() && row_dims.empty())
-      return std::vector<Tensor>{kernels::cross_entropy(logits, targets, ignore, red).loss};
+    if (class_dims.empty() && row_dims.empty()) {
+      kernels::CrossEntropyResult res = kernels::cross_entropy(logits, targets, ignore, red);
+      return std::vector<Tensor>{res.loss, res.lse};
+    }
 
     const DType dtype = logits.dtype();
     const DType acc = dtype == DType::f64 ? DType::f64 : DType::f32;
@@ -130,9 +134,11 @@ OpRule cross_entropy_rule() {
     const int64_t rows = targets.numel();
     Tensor t = reshape_rowmajor(targets.to(DType::i64), {rows});
     Tensor row_loss;  // [rows] in acc, 0 for ignored rows
+    Tensor lse;       // the targets' shape, in acc
     if (class_dims.empty()) {
-      row_loss =
-          reshape_rowmajor(kernels::cross_entropy(logits, targets, ignore, LossReduction::kNone).loss.to(acc), {rows});
+      kernels::CrossEntropyResult res = kernels::cross_entropy(logits, targets, ignore, LossReduction::kNone);
+      row_loss = reshape_rowmajor(res.loss.to(acc), {rows});
+      lse = res.lse;
     } else {
       // Loss parallel: a distributed log-softmax over the class-sharded mesh dims; the logits stay where they are.
       const int64_t classes = c.schema.inputs[0].shape[size_t(last)];
@@ -156,17 +162,20 @@ OpRule cross_entropy_rule() {
       Tensor pack = kernels::stack({sum_exp, target_logit}, 0);
       if (rows > 0)
         for (int64_t m : class_dims) c.mesh.comm(m)->all_reduce(pack, ReduceOp::kSum)->wait();
-      row_loss = kernels::sub(kernels::log(pack.select(0, 0)), pack.select(0, 1));  // lse - x[t]
+      Tensor log_sum = kernels::log(pack.select(0, 0));
+      lse = reshape_rowmajor(kernels::add(log_sum, mx), targets.shape());
+      row_loss = kernels::sub(log_sum, pack.select(0, 1));  // lse - x[t]
       row_loss = kernels::masked_fill(row_loss, kernels::compare_scalar(CompareOp::kEq, t, double(ignore)), 0);
     }
-    if (red == LossReduction::kNone) return std::vector<Tensor>{reshape_rowmajor(row_loss.to(dtype), targets.shape())};
+    if (red == LossReduction::kNone)
+      return std::vector<Tensor>{reshape_rowmajor(row_loss.to(dtype), targets.shape()), lse};
     Tensor total = kernels::sum(row_loss);
-    if (red == LossReduction::kSum) return std::vector<Tensor>{total.to(dtype)};
+    if (red == LossReduction::kSum) return std::vector<Tensor>{total.to(dtype), lse};
     // kMean: divide by the global number of counted targets (one all-reduce over the row-sharded mesh dims).
     Tensor count =
         reshape_rowmajor(kernels::sum(kernels::compare_scalar(CompareOp::kNe, t, double(ignore))).to(acc), {1});
     for (int64_t m : row_dims) c.mesh.comm(m)->all_reduce(count, ReduceOp::kSum)->wait();
-    return std::vector<Tensor>{kernels::div(total, reshape_rowmajor(count, {})).to(dtype)};
+    return std::vector<Tensor>{kernels::div(total, reshape_rowmajor(count, {})).to(dtype), lse};
   };
   return r;
 }
@@ -180,9 +189,16 @@ void register_loss_rules(std::vector<OpRule>& rules) { rules.push_back(cross_ent
 
 DTensor embedding(const DTensor& ids, const DTensor& weight) { return ops::dispatch_one("embedding", {ids, weight}); }
 
+DCrossEntropyResult cross_entropy_with_lse(const DTensor& logits, const DTensor& targets, int64_t ignore_index,
+                                           LossReduction reduction) {
+  std::vector<DTensor> out = ops::dispatch(
+      "cross_entropy", {logits, targets},
+      ops::OpParams().set("ignore_index", ignore_index).set("reduction", int64_t(reduction)));
+  return DCrossEntropyResult{out[0], out[1]};
+}
+
 DTensor cross_entropy(const DTensor& logits, const DTensor& targets, int64_t ignore_index, LossReduction reduction) {
-  return ops::dispatch_one("cross_entropy", {logits, targets},
-                           ops::OpParams().set("ignore_index", ignore_index).set("reduction", int64_t(reduction)));
+  return cross_entropy_with_lse(logits, targets, ignore_index, reduction).loss;
 }
 
 }  // namespace dt

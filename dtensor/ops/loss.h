@@ -20,5 +20,13 @@ using kernels::LossReduction;
 
 DTensor cross_entropy(const DTensor& logits, const DTensor& targets, int64_t ignore_index = -100,
                       LossReduction reduction = LossReduction::kMean);
+// The same plus every row's log-sum-exp (the targets' shape, f32 or f64; sharded like the targets' rows, Replicate
+// under loss parallel), which the backward (nn/) reuses instead of recomputing it.
+struct DCrossEntropyResult {
+  DTensor loss;
+  DTensor lse;
+};
+DCrossEntropyResult cross_entropy_with_lse(const DTensor& logits, const DTensor& targets, int64_t ignore_index = -100,
+                                           LossReduction reduction = LossReduction::kMean);
 
 }  // namespace dt

@@ -59,5 +59,6 @@ void register_loss_rules(std::vector<OpRule>& rules);
 void register_view_rules(std::vector<OpRule>& rules);
 void register_backward_rules(std::vector<OpRule>& rules);
 void register_dropout_rules(std::vector<OpRule>& rules);
+void register_index_rules(std::vector<OpRule>& rules);
 
 }  // namespace dt::ops::detail

@@ -333,6 +333,163 @@ OpRule triangle_rule(const char* name, bool lower) {
   return r;
 }
 
+// expand: input dim i lines up with output dim i + lead. A kept dim keeps its sharding; an expanded (size-1) dim
+// and a new leading dim may come out Shard from a Replicate input (each rank materializes its block).
+OpRule expand_rule() {
+  OpRule r;
+  r.name = "expand";
+  r.input_names = {"x"};
+  r.meta = [](const OpSchema& s) {
+    check_defined_input(s, 0, "x");
+    const Shape& x = s.inputs[0].shape;
+    const Shape& shape = s.params.get_ints("shape");
+    DT_CHECK_ARG(shape.size() >= x.size(), "dt::expand: the target ", shape_str(shape), " has fewer dims than x ",
+                 shape_str(x));
+    const size_t lead = shape.size() - x.size();
+    for (size_t d = 0; d < shape.size(); ++d) {
+      DT_CHECK_ARG(shape[d] >= 0, "dt::expand: invalid size ", shape[d], " in ", shape_str(shape));
+      if (d >= lead)
+        DT_CHECK_ARG(x[d - lead] == shape[d] || x[d - lead] == 1, "dt::expand: x ", shape_str(x),
+                     " cannot be expanded to ", shape_str(shape), " (dim ", d - lead, " has size ", x[d - lead],
+                     ", not 1)");
+    }
+    return std::vector<OutputMeta>{{shape, s.inputs[0].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>& out) {
+    std::vector<DimStrategy> v = movement_base(1, 1);
+    const Shape& x = s.inputs[0].shape;
+    const Shape& shape = out[0].shape;
+    const int64_t lead = int64_t(shape.size() - x.size());
+    for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+      const bool kept = d >= lead && x[size_t(d - lead)] == shape[size_t(d)];
+      v.push_back(strategy({S(d)}, {kept ? S(d - lead) : R()}));
+    }
+    return v;
+  };
+  r.compute = [](const OpCall& c, const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0].expand(c.output_local_shape(0)).contiguous()};
+  };
+  return r;
+}
+
+OpRule stack_rule() {
+  OpRule r;
+  r.name = "stack";
+  r.meta = [](const OpSchema& s) {
+    DT_CHECK_ARG(!s.inputs.empty(), "dt::stack: no tensors given");
+    const Shape& first = s.inputs[0].shape;
+    for (size_t i = 0; i < s.inputs.size(); ++i) {
+      check_defined_input(s, i, "tensor " + std::to_string(i));
+      check_same_dtype(s, 0, i, {});
+      DT_CHECK_ARG(s.inputs[i].shape == first, "dt::stack: tensor ", i, " has shape ", shape_str(s.inputs[i].shape),
+                   " but tensor 0 has ", shape_str(first), " (stack needs equal shapes)");
+    }
+    const int64_t dim = s.params.get_int("dim");
+    DT_CHECK_ARG(dim >= 0 && dim <= int64_t(first.size()), "dt::stack: dim ", dim, " out of range");
+    Shape out = first;
+    out.insert(out.begin() + dim, int64_t(s.inputs.size()));
+    return std::vector<OutputMeta>{{out, s.inputs[0].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    const size_t n = s.inputs.size();
+    std::vector<DimStrategy> v = movement_base(n, 1);
+    const int64_t dim = s.params.get_int("dim");
+    for (int64_t d = 0; d < s.inputs[0].ndim(); ++d)
+      v.push_back(DimStrategy{{S(d >= dim ? d + 1 : d)}, std::vector<Placement>(n, S(d))});
+    return v;
+  };
+  r.compute = [](const OpCall& c, const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{kernels::stack(in, c.params().get_int("dim"))};
+  };
+  return r;
+}
+
+// slice(x, dim, start, end, step) with 0 <= start <= end <= size (the public call clamps as Python does), step >= 1:
+// the view of elements start, start + step, ... below end along dim. slice_backward scatters grad into zeros.
+int64_t slice_length(int64_t start, int64_t end, int64_t step) {
+  return end <= start ? 0 : (end - start + step - 1) / step;
+}
+
+// The strided view of `t` (a tensor of the full extent along dim) taking the slice.
+Tensor slice_view(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  Shape shape = t.shape(), strides = t.strides();
+  shape[size_t(dim)] = slice_length(start, end, step);
+  const int64_t offset = t.offset() + (shape[size_t(dim)] == 0 ? 0 : start * strides[size_t(dim)]);
+  strides[size_t(dim)] *= step;
+  return t.as_strided(shape, strides, offset);
+}
+
+void check_slice(const OpSchema& s, const Shape& full) {
+  const int64_t dim = s.params.get_int("dim"), start = s.params.get_int("start"), end = s.params.get_int("end"),
+                step = s.params.get_int("step");
+  DT_CHECK_ARG(!full.empty() && dim >= 0 && dim < int64_t(full.size()), "dt::", s.op, ": dim ", dim,
+               " is out of range for ", shape_str(full));
+  DT_CHECK_ARG(step >= 1, "dt::", s.op, ": step must be >= 1, got ", step);
+  DT_CHECK_ARG(start >= 0 && start <= end && end <= full[size_t(dim)], "dt::", s.op, ": [", start, ", ", end,
+               ") is out of range for dim ", dim, " of ", shape_str(full));
+}
+
+OpRule slice_rule() {
+  OpRule r;
+  r.name = "slice";
+  r.input_names = {"x"};
+  r.meta = [](const OpSchema& s) {
+    check_defined_input(s, 0, "x");
+    check_slice(s, s.inputs[0].shape);
+    Shape out = s.inputs[0].shape;
+    const int64_t dim = s.params.get_int("dim");
+    out[size_t(dim)] = slice_length(s.params.get_int("start"), s.params.get_int("end"), s.params.get_int("step"));
+    return std::vector<OutputMeta>{{out, s.inputs[0].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    std::vector<DimStrategy> v = movement_base(1, 1);
+    const int64_t dim = s.params.get_int("dim");
+    for (int64_t d = 0; d < s.inputs[0].ndim(); ++d)
+      if (d != dim) v.push_back(strategy({S(d)}, {S(d)}));
+    return v;
+  };
+  r.compute = [](const OpCall& c, const std::vector<Tensor>& in) {
+    const OpParams& p = c.params();
+    return std::vector<Tensor>{
+        slice_view(in[0], p.get_int("dim"), p.get_int("start"), p.get_int("end"), p.get_int("step")).contiguous()};
+  };
+  return r;
+}
+
+OpRule slice_backward_rule() {
+  OpRule r;
+  r.name = "slice_backward";
+  r.input_names = {"grad"};
+  r.meta = [](const OpSchema& s) {
+    check_defined_input(s, 0, "grad");
+    const Shape& input = s.params.get_ints("input_shape");
+    check_slice(s, input);
+    Shape want = input;
+    const int64_t dim = s.params.get_int("dim");
+    want[size_t(dim)] = slice_length(s.params.get_int("start"), s.params.get_int("end"), s.params.get_int("step"));
+    DT_CHECK_ARG(s.inputs[0].shape == want, "dt::slice_backward: grad must have the slice's shape ", shape_str(want),
+                 ", got ", shape_str(s.inputs[0].shape));
+    return std::vector<OutputMeta>{{input, s.inputs[0].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    // The zeros are alike on every rank: sum, avg, max and min of partial grads pass (not product).
+    std::vector<DimStrategy> v{replicate_all(1, 1)};
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax, ReduceOp::kMin})
+      v.push_back(strategy({P(op)}, {P(op)}));
+    const int64_t dim = s.params.get_int("dim");
+    for (int64_t d = 0; d < s.inputs[0].ndim(); ++d)
+      if (d != dim) v.push_back(strategy({S(d)}, {S(d)}));
+    return v;
+  };
+  r.compute = [](const OpCall& c, const std::vector<Tensor>& in) {
+    const OpParams& p = c.params();
+    Tensor out = Tensor::zeros(c.output_local_shape(0), in[0].dtype(), in[0].device());
+    slice_view(out, p.get_int("dim"), p.get_int("start"), p.get_int("end"), p.get_int("step")).copy_(in[0]);
+    return std::vector<Tensor>{out};
+  };
+  return r;
+}
+
 }  // namespace
 
 void register_view_rules(std::vector<OpRule>& rules) {
@@ -345,6 +502,10 @@ void register_view_rules(std::vector<OpRule>& rules) {
   rules.push_back(split_rule());
   rules.push_back(triangle_rule("tril", true));
   rules.push_back(triangle_rule("triu", false));
+  rules.push_back(expand_rule());
+  rules.push_back(stack_rule());
+  rules.push_back(slice_rule());
+  rules.push_back(slice_backward_rule());
 }
 
 }  // namespace ops::detail
@@ -472,6 +633,62 @@ DTensor tril(const DTensor& x, int64_t diagonal) {
 }
 DTensor triu(const DTensor& x, int64_t diagonal) {
   return ops::dispatch_one("triu", {x}, ops::OpParams().set("diagonal", diagonal));
+}
+
+DTensor expand(const DTensor& x, const Shape& shape) {
+  check(x, "expand");
+  DT_CHECK_ARG(shape.size() >= size_t(x.dim()), "dt::expand: the target ", shape_str(shape), " has fewer dims than x ",
+               shape_str(x.shape()));
+  Shape resolved = shape;
+  const size_t lead = shape.size() - size_t(x.dim());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] != -1) continue;
+    DT_CHECK_ARG(d >= lead, "dt::expand: -1 is not allowed for the new leading dim ", d, " of ", shape_str(shape));
+    resolved[d] = x.shape()[d - lead];
+  }
+  return ops::dispatch_one("expand", {x}, ops::OpParams().set("shape", resolved));
+}
+
+DTensor stack(const std::vector<DTensor>& tensors, int64_t dim) {
+  DT_CHECK_ARG(!tensors.empty(), "dt::stack: no tensors given");
+  check(tensors[0], "stack");
+  const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack dim");
+  return ops::dispatch_one("stack", tensors, ops::OpParams().set("dim", d));
+}
+
+namespace {
+// Python slice bounds: negative start/end count from the end, then both are clamped to [0, size].
+void normalize_slice(int64_t size, int64_t* start, int64_t* end) {
+  auto fix = [size](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + size : v, 0, size); };
+  *start = fix(*start);
+  *end = std::max(*start, fix(*end));
+}
+}  // namespace
+
+DTensor slice(const DTensor& x, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  check(x, "slice");
+  DT_CHECK_ARG(x.dim() > 0, "dt::slice: a 0-d tensor cannot be sliced");
+  DT_CHECK_ARG(step >= 1, "dt::slice: step must be >= 1, got ", step);
+  const int64_t d = wrap_dim(dim, x.dim(), "slice dim");
+  normalize_slice(x.shape()[size_t(d)], &start, &end);
+  return ops::dispatch_one("slice", {x},
+                           ops::OpParams().set("dim", d).set("start", start).set("end", end).set("step", step));
+}
+
+DTensor slice_backward(const DTensor& grad, const Shape& input_shape, int64_t dim, int64_t start, int64_t end,
+                       int64_t step) {
+  check(grad, "slice_backward");
+  DT_CHECK_ARG(!input_shape.empty(), "dt::slice_backward: input_shape must have at least 1 dim");
+  DT_CHECK_ARG(step >= 1, "dt::slice_backward: step must be >= 1, got ", step);
+  const int64_t d = wrap_dim(dim, int64_t(input_shape.size()), "slice_backward dim");
+  normalize_slice(input_shape[size_t(d)], &start, &end);
+  return ops::dispatch_one("slice_backward", {grad},
+                           ops::OpParams()
+                               .set("input_shape", input_shape)
+                               .set("dim", d)
+                               .set("start", start)
+                               .set("end", end)
+                               .set("step", step));
 }
 
 }  // namespace dt

@@ -35,4 +35,17 @@ std::vector<DTensor> split(const DTensor& x, int64_t split_size, int64_t dim = 0
 DTensor tril(const DTensor& x, int64_t diagonal = 0);
 DTensor triu(const DTensor& x, int64_t diagonal = 0);
 
+// torch.Tensor.expand: -1 keeps a dim, new leading dims may be added, a size-1 dim may grow. A kept dim keeps its
+// sharding; a sharded size-1 dim is replicated first; an expanded or new dim may come out Shard from a Replicate
+// input (each rank materializes only its block). Partial passes through.
+DTensor expand(const DTensor& x, const Shape& shape);
+// torch.stack: tensors of one shape and dtype, a new dim at `dim`; a dim sharded alike in every input stays sharded.
+DTensor stack(const std::vector<DTensor>& tensors, int64_t dim = 0);
+// x[start:end:step] along dim, Python bounds (negative counts from the end, clamped), step >= 1. A sharded `dim` is
+// replicated first; other dims keep their sharding; Partial passes through.
+DTensor slice(const DTensor& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+// slice's backward: zeros of input_shape with grad written at the sliced positions (same bounds as slice).
+DTensor slice_backward(const DTensor& grad, const Shape& input_shape, int64_t dim, int64_t start, int64_t end,
+                       int64_t step = 1);
+
 }  // namespace dt

@@ -24,18 +24,33 @@ DTensor ones_weight(const Shape& shape, DType dtype, const DeviceMesh& mesh) {
   return replicated(Tensor::ones(shape, dtype), mesh);
 }
 
+// The gradient of an output in the output's own layout (Partial replaced by Replicate): the backward runs in the
+// forward's layout, as Megatron's does. Without it a backward op could pick another layout that is cheaper for itself
+// (e.g. reduce-scatter a Partial gradient instead of all-reducing it) and move the cost, and more collectives, to
+// the ops after it.
+DTensor in_forward_layout(const DTensor& g, const ShardingSpec& out) {
+  if (g.spec() == out) return g;
+  std::vector<Placement> p = out.placements();
+  for (Placement& x : p)
+    if (is_partial(x)) x = Replicate{};
+  ShardingSpec want(p, out.shard_order());
+  return g.spec() == want ? g : g.redistribute(want);
+}
+
 }  // namespace
 
 Variable softmax(const Variable& x, int64_t dim) {
   DTensor out = dt::softmax(x.data(), dim);
   return record_one("softmax", {x}, out, [out, dim](const G& g) {
-    return G{ops::dispatch_one("softmax_backward", {g[0], out}, ops::OpParams().set("dim", dim))};
+    return G{ops::dispatch_one("softmax_backward", {in_forward_layout(g[0], out.spec()), out},
+                               ops::OpParams().set("dim", dim))};
   });
 }
 Variable log_softmax(const Variable& x, int64_t dim) {
   DTensor out = dt::log_softmax(x.data(), dim);
   return record_one("log_softmax", {x}, out, [out, dim](const G& g) {
-    return G{ops::dispatch_one("log_softmax_backward", {g[0], out}, ops::OpParams().set("dim", dim))};
+    return G{ops::dispatch_one("log_softmax_backward", {in_forward_layout(g[0], out.spec()), out},
+                               ops::OpParams().set("dim", dim))};
   });
 }
 
@@ -45,8 +60,9 @@ Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Vari
                                                  bias.defined() ? bias.data() : DTensor(), eps);
   DTensor dx = x.data();
   DTensor w = weight.defined() ? weight.data() : ones_weight(normalized_shape, x.dtype(), x.mesh());
-  return record_one("layer_norm", {x, weight, bias}, r.out, [dx, w, mean = r.mean, rstd = r.rstd](const G& g) {
-    return ops::dispatch("layer_norm_backward", {g[0], dx, w, mean, rstd});
+  return record_one("layer_norm", {x, weight, bias}, r.out,
+                    [dx, w, mean = r.mean, rstd = r.rstd, out = r.out.spec()](const G& g) {
+    return ops::dispatch("layer_norm_backward", {in_forward_layout(g[0], out), dx, w, mean, rstd});
   });
 }
 
@@ -54,8 +70,8 @@ Variable rms_norm(const Variable& x, const Shape& normalized_shape, const Variab
   DRmsNormResult r = dt::rms_norm_with_stats(x.data(), normalized_shape, weight.defined() ? weight.data() : DTensor(), eps);
   DTensor dx = x.data();
   DTensor w = weight.defined() ? weight.data() : ones_weight(normalized_shape, x.dtype(), x.mesh());
-  return record_one("rms_norm", {x, weight}, r.out, [dx, w, rstd = r.rstd](const G& g) {
-    return ops::dispatch("rms_norm_backward", {g[0], dx, w, rstd});
+  return record_one("rms_norm", {x, weight}, r.out, [dx, w, rstd = r.rstd, out = r.out.spec()](const G& g) {
+    return ops::dispatch("rms_norm_backward", {in_forward_layout(g[0], out), dx, w, rstd});
   });
 }
 
@@ -68,10 +84,11 @@ Variable embedding(const DTensor& ids, const Variable& weight) {
 
 Variable cross_entropy(const Variable& logits, const DTensor& targets, int64_t ignore_index, LossReduction reduction) {
   DTensor dl = logits.data();
-  return record_one("cross_entropy", {logits}, dt::cross_entropy(dl, targets, ignore_index, reduction),
-                    [dl, targets, ignore_index, reduction](const G& g) {
+  DCrossEntropyResult r = dt::cross_entropy_with_lse(dl, targets, ignore_index, reduction);
+  return record_one("cross_entropy", {logits}, r.loss,
+                    [dl, targets, lse = r.lse, ignore_index, reduction](const G& g) {
                       return G{ops::dispatch_one(
-                          "cross_entropy_backward", {g[0], dl, targets},
+                          "cross_entropy_backward", {g[0], dl, targets, lse},
                           ops::OpParams().set("ignore_index", ignore_index).set("reduction", int64_t(reduction)))};
                     });
 }

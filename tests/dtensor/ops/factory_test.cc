@@ -10,7 +10,7 @@ namespace {
 
 using op_test::Failures;
 
-const std::vector<Shape> kShapes{{5, 3}, {7}, {0, 4}, {2, 3, 1}, {1, 6}};
+const std::vector<Shape> kShapes{{5, 3}, {7}, {0, 4}, {2, 3, 1}, {1, 6}, {}};
 
 // For every standard mesh, shape and spec (R, S(d), P(sum), P(max), nested orders): make(shape, mesh, spec) must
 // hold `want(shape)` and communicate nothing.

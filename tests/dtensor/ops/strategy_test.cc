@@ -100,9 +100,9 @@ TEST(DTensorOpsStrategy, LossParallelAndEmbedding) {
   ops::OpParams p;
   p.set("ignore_index", int64_t(-100)).set("reduction", int64_t(LossReduction::kMean));
   EXPECT_EQ(run("cross_entropy", m, {meta({64, 1000}, "S(1)"), meta({64}, "R", DType::i64)}, p).chosen.to_string(),
-            "S(1) x R -> R");
+            "S(1) x R -> R, R");  // the loss and every row's log-sum-exp
   EXPECT_EQ(run("cross_entropy", m, {meta({64, 1000}, "S(0)"), meta({64}, "S(0)", DType::i64)}, p).chosen.to_string(),
-            "S(0) x S(0) -> P(sum)");
+            "S(0) x S(0) -> P(sum), S(0)");
   EXPECT_EQ(run("embedding", m, {meta({2, 8}, "R", DType::i64), meta({100, 16}, "S(0)")}).chosen.to_string(),
             "R x S(0) -> P(sum)");
   EXPECT_EQ(run("embedding", m, {meta({2, 8}, "R", DType::i64), meta({100, 16}, "S(1)")}).chosen.to_string(),

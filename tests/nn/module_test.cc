@@ -1,0 +1,240 @@
+// Modules: PyTorch names, tied weights, state dicts, initialization independent of the mesh, hook order,
+// activation checkpointing, and the errors a user meets.
+#include <gtest/gtest.h>
+
+#include "nn/autograd.h"
+#include "nn/gpt.h"
+#include "nn/optim.h"
+#include "tests/nn/grad_test_util.h"
+
+namespace dt {
+namespace {
+
+using nn::Variable;
+
+nn::GptConfig tiny(bool tied = false) {
+  nn::GptConfig c;
+  c.vocab = 11;
+  c.dim = 8;
+  c.layers = 2;
+  c.heads = 2;
+  c.hidden = 12;
+  c.tie_embeddings = tied;
+  return c;
+}
+
+std::vector<std::string> names(const nn::Module& m) {
+  std::vector<std::string> out;
+  for (auto& [n, p] : m.named_parameters()) out.push_back(n);
+  return out;
+}
+
+TEST(NnModule, GptNamesAreTorchtitans) {
+  nn::Gpt m(tiny());
+  std::vector<std::string> want{"tok_embeddings.weight"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    for (const char* n : {"attention_norm.weight", "attention.wq.weight", "attention.wk.weight", "attention.wv.weight",
+                          "attention.wo.weight", "ffn_norm.weight", "feed_forward.w1.weight",
+                          "feed_forward.w2.weight", "feed_forward.w3.weight"})
+      want.push_back(p + n);
+  }
+  want.push_back("norm.weight");
+  want.push_back("output.weight");
+  EXPECT_EQ(names(m), want);
+  nn::Gpt tied(tiny(true));
+  want.pop_back();
+  EXPECT_EQ(names(tied), want);  // the tied head appears once, under tok_embeddings.weight
+}
+
+TEST(NnModule, RegistrationErrors) {
+  nn::Linear lin(3, 4);
+  EXPECT_THROW(lin.register_parameter("weight", {1}, nn::Init::zeros()), InvalidArgument);
+  EXPECT_THROW(lin.register_parameter("a.b", {1}, nn::Init::zeros()), InvalidArgument);
+  EXPECT_THROW(lin.register_parameter("", {1}, nn::Init::zeros()), InvalidArgument);
+  auto gpt = std::make_shared<nn::Gpt>(tiny());
+  EXPECT_THROW(gpt->get_submodule("layers.7.attention"), InvalidArgument);
+  EXPECT_THROW(gpt->get_parameter("layers.0.attention.wq.bias"), InvalidArgument);
+  EXPECT_NO_THROW(gpt->get_parameter("layers.1.feed_forward.w3.weight"));
+}
+
+TEST(NnModule, InitializationDoesNotDependOnTheMesh) {
+  // The same model on one rank and tensor-parallel on [2] and [3]: bit for bit the same global parameters.
+  std::vector<std::pair<std::string, Tensor>> ref;
+  op_test::on_mesh({1}, [&](const DeviceMesh& mesh) {
+    auto m = std::make_shared<nn::Gpt>(tiny());
+    m->materialize(mesh, 7);
+    for (auto& [n, p] : m->named_parameters()) ref.emplace_back(n, p.full_tensor());
+  });
+  for (int64_t tp : {2, 3}) {
+    op_test::Failures f;
+    op_test::on_mesh({tp}, [&](const DeviceMesh& mesh) {
+      auto m = std::make_shared<nn::Gpt>(tiny());
+      nn::parallelize_module(m, mesh, nn::gpt_tp_plan(m->config));
+      m->materialize(mesh, 7);
+      auto ps = m->named_parameters();
+      ASSERT_EQ(ps.size(), ref.size());
+      for (size_t i = 0; i < ps.size(); ++i) {
+        if (!equal(ps[i].second.full_tensor(), ref[i].second)) f.add(ps[i].first + " differs on tp " + std::to_string(tp));
+        f.add_cases(1);
+      }
+      EXPECT_TRUE(is_shard(m->get_parameter("layers.0.attention.wq.weight").placements()[0], 0));
+      EXPECT_TRUE(is_shard(m->get_parameter("layers.0.attention.wo.weight").placements()[0], 1));
+      EXPECT_TRUE(is_shard(m->get_parameter("tok_embeddings.weight").placements()[0], 0));
+    });
+    f.report(1);
+  }
+}
+
+TEST(NnModule, StateDictRoundTrip) {
+  op_test::on_mesh({2}, [&](const DeviceMesh& mesh) {
+    auto a = std::make_shared<nn::Gpt>(tiny());
+    auto b = std::make_shared<nn::Gpt>(tiny());
+    nn::parallelize_module(b, mesh, nn::gpt_tp_plan(b->config));  // a replicated, b sharded: values move across
+    a->materialize(mesh, 1);
+    b->materialize(mesh, 2);
+    Variable wq = b->get_parameter("layers.0.attention.wq.weight");
+    const void* before = wq.to_local().data<float>();
+    b->load_state_dict(a->state_dict());
+    EXPECT_EQ(wq.to_local().data<float>(), before);  // loaded in place: handles and storage stay
+    for (auto& [n, v] : a->state_dict()) EXPECT_TRUE(equal(b->get_parameter(n).full_tensor(), v.full_tensor())) << n;
+    nn::StateDict partial = a->state_dict();
+    partial.pop_back();
+    partial.emplace_back("layers.9.nothing", partial.front().second);
+    try {
+      b->load_state_dict(partial);
+      ADD_FAILURE() << "a state dict missing output.weight loaded";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("output.weight"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("layers.9.nothing"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(b->load_state_dict(partial, /*strict=*/false));
+  });
+}
+
+// A module that logs its hooks.
+struct Logged : nn::Module {
+  std::shared_ptr<nn::Linear> lin;
+  Logged() : Module("Logged") { lin = register_module("lin", std::make_shared<nn::Linear>(3, 3)); }
+  std::vector<Variable> forward(const std::vector<Variable>& in) override { return {nn::tanh((*lin)(in[0]))}; }
+};
+
+TEST(NnModule, HookOrder) {
+  op_test::on_mesh({1}, [&](const DeviceMesh& mesh) {
+    std::vector<std::string> log;
+    auto a = std::make_shared<Logged>(), b = std::make_shared<Logged>();
+    a->materialize(mesh, 1);
+    b->materialize(mesh, 2);
+    for (auto [name, m] : {std::pair{"a", a}, std::pair{"b", b}}) {
+      std::string n = name;
+      m->register_forward_pre_hook([&log, n](nn::Module&, const std::vector<Variable>&) {
+        log.push_back(n + " pre-forward");
+        return std::optional<std::vector<Variable>>();
+      });
+      m->register_forward_hook([&log, n](nn::Module&, const std::vector<Variable>&, const std::vector<Variable>&) {
+        log.push_back(n + " forward");
+        return std::optional<std::vector<Variable>>();
+      });
+      m->register_backward_pre_hook([&log, n](nn::Module&) { log.push_back(n + " pre-backward"); });
+      m->register_backward_hook([&log, n](nn::Module&) { log.push_back(n + " backward"); });
+      m->lin->weight.register_post_accumulate_grad_hook(
+          [&log, n](Variable& w) { log.push_back(n + " weight grad " + (w.grad().defined() ? "ready" : "missing")); });
+    }
+    Variable x(nn_test::replicate_on(Tensor::randn({2, 3}, 3), mesh));
+    Variable y = (*b)((*a)(x));
+    y.grad_fn()->add_pre_hook([&] { nn::queue_callback([&] { log.push_back("end of backward"); }); });
+    nn::sum(y).backward();
+    const std::vector<std::string> want{"a pre-forward",    "a forward",   "b pre-forward",     "b forward",
+                                        "b pre-backward",   "b weight grad ready", "b backward", "a pre-backward",
+                                        "a weight grad ready", "end of backward", "a backward"};
+    // a's input needs no gradient: its backward hooks run from an end-of-backward callback, queued (by its
+    // pre-backward hook) after the one this test queued first.
+    EXPECT_EQ(log, want);
+  });
+}
+
+TEST(NnModule, CheckpointingGivesTheSameGradients) {
+  op_test::on_mesh({2}, [&](const DeviceMesh& mesh) {
+    std::vector<Tensor> grads[2];
+    for (int ckpt = 0; ckpt < 2; ++ckpt) {
+      auto m = std::make_shared<nn::Gpt>(tiny());
+      nn::parallelize_module(m, mesh, nn::gpt_tp_plan(m->config));
+      for (auto& blk : m->layers) blk->set_checkpointing(ckpt == 1);
+      m->materialize(mesh, 3);
+      Tensor ids = Tensor::rand({2, 6}, 9, DType::i64, 0, 11);
+      DTensor rep = nn_test::replicate_on(ids.to(DType::i64), mesh);
+      Variable logits = (*m)(Variable(rep));
+      nn::cross_entropy(logits, rep).backward();
+      for (auto& [n, p] : m->named_parameters()) grads[ckpt].push_back(p.grad().full_tensor());
+    }
+    ASSERT_EQ(grads[0].size(), grads[1].size());
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      std::string why;
+      EXPECT_TRUE(op_test::compare(grads[1][i], grads[0][i], false, &why)) << i << ": " << why;
+    }
+  });
+}
+
+TEST(NnModule, PlanErrors) {
+  op_test::on_mesh({2, 2}, [&](const DeviceMesh& unnamed) {
+    DeviceMesh mesh = DeviceMesh::create(unnamed.world(), Device::cpu(), {2, 2}, {"dp", "tp"});
+    auto m = std::make_shared<nn::Gpt>(tiny());
+    try {
+      nn::parallelize_module(m, mesh["tp"], {{"layers.*.attn.wq", nn::ColwiseParallel()}});
+      ADD_FAILURE() << "a plan naming no module was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("layers.*.attn.wq"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(nn::parallelize_module(m, mesh["tp"], {{"norm", nn::ColwiseParallel()}}), InvalidArgument);
+    EXPECT_THROW(nn::parallelize_module(m, mesh["tp"], {{"layers.0.attention.wq", nn::SequenceParallel()}}),
+                 InvalidArgument);
+    EXPECT_THROW(nn::parallelize_module(m, mesh, nn::gpt_tp_plan(m->config)), InvalidArgument);  // a 2-d mesh
+  });
+}
+
+TEST(NnModule, OptimizerRefusesAParameterResharded) {
+  op_test::on_mesh({2}, [&](const DeviceMesh& mesh) {
+    Variable w(nn_test::replicate_on(Tensor::randn({4, 3}, 1), mesh), true);
+    nn::AdamW opt({w});
+    nn::sum(nn::mul(w, w)).backward();
+    opt.step();
+    w.set_data(w.data().redistribute({Shard{0}}));
+    w.zero_grad();
+    nn::sum(nn::mul(w, w)).backward();
+    try {
+      opt.step();
+      ADD_FAILURE() << "the optimizer stepped a parameter whose placements changed";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("after sharding"), std::string::npos) << e.what();
+    }
+  });
+}
+
+TEST(NnAutograd, Errors) {
+  op_test::on_mesh({1}, [&](const DeviceMesh& mesh) {
+    Variable x(nn_test::replicate_on(Tensor::randn({2, 3}, 1), mesh), true);
+    Variable y = nn::mul(x, x);
+    EXPECT_THROW(y.backward(), InvalidArgument);  // not a scalar and no gradient given
+    Variable s = nn::sum(y);
+    s.backward();
+    EXPECT_THROW(s.backward(), InvalidArgument);  // the graph was freed
+    Variable c(nn_test::replicate_on(Tensor::randn({2}, 1), mesh));
+    EXPECT_THROW(nn::sum(c).backward(), InvalidArgument);  // nothing requires grad
+    EXPECT_THROW(nn::queue_callback([] {}), InvalidArgument);
+    {
+      nn::NoGradGuard no_grad;
+      EXPECT_FALSE(nn::mul(x, x).requires_grad());
+    }
+    Variable r = nn::sum(nn::mul(x, 3.0));
+    r.backward(DTensor(), /*retain_graph=*/true);
+    r.backward();
+    // d/dx of sum(x * x) (2x), then twice d/dx of sum(3x) (3 each): accumulated.
+    Tensor xs = x.full_tensor().to(DType::f64), want = Tensor::empty({2, 3}, DType::f64);
+    for (int64_t i = 0; i < 6; ++i) want.data<double>()[i] = 2 * xs.data<double>()[i] + 6;
+    std::string why;
+    EXPECT_TRUE(op_test::compare(x.grad().full_tensor(), want.to(DType::f32), false, &why)) << why;
+  });
+}
+
+}  // namespace
+}  // namespace dt
