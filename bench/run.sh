@@ -14,11 +14,14 @@
 # For all_gather and all_to_all from 64 KiB it also prints each library against the copy floor measured in the same
 # rounds (bench/copy_floor: the own block by memcpy and each peer's block by one process_vm_readv, nothing else).
 #
-# Then the other benchmarks of the build (bench/ops: local op kernels against raw BLAS), each printing its own table.
+# Then the other benchmarks of the build (bench/ops: local op kernels against raw BLAS; bench/train: the GPT training
+# step against PyTorch, from a virtual environment made in the build folder the first time), each printing its own
+# table.
 #
 # Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
 # DT_BENCH_REDIST_SAMPLES (25: alternating redistribution / bare samples per row of bench/redistribute),
-# DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute.
+# DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute|train; bench/train/run.py lists
+# its own (DT_BENCH_TRAIN_*).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
@@ -52,6 +55,12 @@ if [ -z "$only" ] || [ "$only" = redistribute ]; then
     done
   fi
   [ "$only" = redistribute ] && exit 0
+fi
+if [ -z "$only" ] || [ "$only" = train ]; then
+  # dtensor's GPT training step (examples/train_gpt) against its PyTorch twin, one process and tp=2 (bench/train).
+  echo "== bench/train" >&2
+  [ "$only" = train ] && exec /usr/bin/python3 "$root/bench/train/run.py" "$build"
+  /usr/bin/python3 "$root/bench/train/run.py" "$build" || echo "bench/run.sh: bench/train failed (above)" >&2
 fi
 for f in "$bench" "$dtrun"; do
   [ -x "$f" ] || { echo "bench/run.sh: $f is missing (build first: ./dev build)" >&2; exit 1; }
