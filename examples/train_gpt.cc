@@ -33,7 +33,7 @@ struct Args {
   int64_t dp = 1, tp = 1, layers = 2, dim = 128, heads = 4, vocab = 512, seq = 64, batch = 8, steps = 20;
   int64_t hidden = 0, seed = 0, threads = 0, successors = 4, warmup = 0;
   double lr = 1e-3, clip = 1.0;
-  bool json = false, sequence_parallel = false, checkpoint = false;
+  bool json = false, sequence_parallel = false, checkpoint = false, cuda = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -41,7 +41,7 @@ struct Args {
             << "usage: train_gpt [--dp D] [--tp T] [--layers 2] [--dim 128] [--heads 4] [--vocab 512] [--seq 64]\n"
                "                 [--batch 8] [--hidden 4*dim] [--steps 20] [--seed 0] [--lr 1e-3] [--warmup 0]\n"
                "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel] [--checkpoint]\n"
-               "                 [--json]\n"
+               "                 [--device cpu|cuda] [--json]\n"
                "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
   std::exit(2);
 }
@@ -79,6 +79,12 @@ Args parse(int argc, char** argv) {
     else if (k == "--successors") num(a.successors);
     else if (k == "--threads") num(a.threads);
     else if (k == "--json") a.json = true;
+    else if (k == "--device") {
+      if (i + 1 >= argc) usage("--device needs cpu or cuda");
+      const std::string v = argv[++i];
+      if (v != "cpu" && v != "cuda") usage("--device: cpu or cuda, not " + v);
+      a.cuda = v == "cuda";
+    }
     else if (k == "--sequence-parallel") a.sequence_parallel = true;
     else if (k == "--checkpoint") a.checkpoint = true;
     else if (k == "--help" || k == "-h") usage("help");
@@ -124,7 +130,7 @@ class Corpus {
 };
 
 dt::DTensor replicated(const dt::Tensor& t, const dt::DeviceMesh& mesh) {
-  return dt::DTensor::from_local_unchecked(t, mesh, dt::ShardingSpec({dt::Replicate()}), t.shape());
+  return dt::DTensor::from_local_unchecked(t.to(mesh.device()), mesh, dt::ShardingSpec({dt::Replicate()}), t.shape());
 }
 
 std::string mib(double bytes) {
@@ -161,7 +167,9 @@ int main(int argc, char** argv) {
     const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
     dt::kernels::set_blas_threads(int(a.threads > 0 ? a.threads : std::max<int64_t>(1, cores / local_ranks)));
 
-    dt::DeviceMesh mesh = dt::DeviceMesh::create(dt::Device::cpu(), {a.dp, a.tp}, {"dp", "tp"});
+    // --device cuda: this rank's GPU (several ranks may share one: the world's backend moves the data).
+    dt::DeviceMesh mesh = dt::DeviceMesh::create(a.cuda ? dt::DeviceType::kCUDA : dt::DeviceType::kCPU,
+                                                 {a.dp, a.tp}, {"dp", "tp"});
     dt::DeviceMesh tp = mesh["tp"], dp = mesh["dp"];
     dt::nn::GptConfig cfg;
     cfg.vocab = a.vocab;
@@ -216,7 +224,7 @@ int main(int argc, char** argv) {
       total_s += secs;
       if (step == 1) first_loss = value;
       last_loss = value;
-      const double peak = double(dt::allocator_for(dt::Device::cpu()).peak_allocated_bytes());
+      const double peak = double(dt::allocator_for(mesh.device()).peak_allocated_bytes());
       if (lead) {
         if (a.json)
           std::printf("{\"step\":%lld,\"loss\":%.8g,\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"peak_bytes\":%.0f}\n",

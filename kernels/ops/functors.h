@@ -5,6 +5,7 @@
 
 #include <math.h>
 
+#include <cstdint>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -17,7 +18,54 @@ namespace dt::kernels::ops_detail {
 template <typename C>
 inline constexpr bool is_fp_v = std::is_floating_point_v<C>;
 
+// Note [A float exp that vectorizes]
+// The CPU loops call exp through m_exp; glibc's expf is a call per element that GCC cannot vectorize without
+// -ffast-math, and exp dominates softmax, cross-entropy and SiLU. host_expf is branch-free (selects, no calls) so a
+// loop over it vectorizes: Cody-Waite range reduction x = n ln2 + r, a degree-6 polynomial for exp(r) on
+// |r| <= ln2/2 (Cephes' expf coefficients, relative error < 2 ulp), and 2^n built in the exponent bits in two halves
+// (so n = 128 does not overflow the exponent). Inputs below -87.3 give +0 (true results there are < 1.2e-38:
+// subnormals are flushed), above 88.72 +inf, NaN stays NaN. CUDA keeps expf.
+inline int32_t float_bits(float f) {
+  int32_t i;
+  __builtin_memcpy(&i, &f, sizeof i);
+  return i;
+}
+inline float bits_float(int32_t i) {
+  float f;
+  __builtin_memcpy(&f, &i, sizeof f);
+  return f;
+}
+// t ? a : b as bit masks: a ternary on floats is a branch to GCC (NaN rules), which stops vectorization.
+inline float select_float(bool t, float a, float b) {
+  const int32_t m = -int32_t(t);
+  return bits_float((float_bits(a) & m) | (float_bits(b) & ~m));
+}
+inline float host_expf(float x) {
+  float c = select_float(x < -87.3f, -87.3f, x);
+  c = select_float(c > 88.72f, 88.72f, c);
+  const float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  float r = c - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  const int32_t ni = int32_t(n);
+  const int32_t half = ni >> 1;
+  float v = y * bits_float((half + 127) << 23) * bits_float((ni - half + 127) << 23);
+  v = select_float(x < -87.3f, 0.0f, v);
+  v = select_float(x > 88.72f, __builtin_inff(), v);
+  return select_float(x != x, x, v);
+}
+
+#if defined(__CUDA_ARCH__)
 DT_HOST_DEVICE inline float m_exp(float x) { return ::expf(x); }
+#else
+DT_HOST_DEVICE inline float m_exp(float x) { return host_expf(x); }
+#endif
 DT_HOST_DEVICE inline double m_exp(double x) { return ::exp(x); }
 DT_HOST_DEVICE inline float m_log(float x) { return ::logf(x); }
 DT_HOST_DEVICE inline double m_log(double x) { return ::log(x); }

@@ -5,6 +5,7 @@
 #include "dtensor/ops/dispatch.h"
 #include "nn/autograd.h"
 #include "nn/ops.h"
+#include "kernels/ops/rope.h"
 #include "placement/layout.h"
 
 namespace dt::nn {
@@ -128,11 +129,37 @@ RopeTables rope_tables(int64_t seq, int64_t head_dim, double theta, const Device
   return RopeTables{replicated(c.to(dtype), mesh), replicated(s.to(dtype), mesh)};
 }
 
+namespace {
+
+// The fused rotary kernel on every rank's block. The last two dims (T, head_dim) must be whole and x not Partial:
+// otherwise those mesh dims are replicated first (the GPT's heads-sharded q and k need nothing).
+DTensor rope_blocks(const DTensor& x, const DTensor& cos, const DTensor& sin) {
+  const int64_t n = x.dim();
+  bool local = true;
+  std::vector<Placement> p = x.placements();
+  for (Placement& q : p)
+    if (is_partial(q) || is_shard(q, n - 1) || is_shard(q, n - 2)) {
+      q = Replicate{};
+      local = false;
+    }
+  DTensor xx = local ? x : x.redistribute(p);
+  if (!xx.mesh().is_member()) return xx;
+  Tensor out = kernels::rope(xx.to_local(), cos.to_local(), sin.to_local());
+  return DTensor::from_local_unchecked(out, xx.mesh(), xx.spec(), xx.shape());
+}
+
+}  // namespace
+
 Variable apply_rope(const Variable& x, const DTensor& cos, const DTensor& sin) {
-  const int64_t hd = x.shape().back(), half = hd / 2;
-  Variable x1 = narrow(x, -1, 0, half), x2 = narrow(x, -1, half, half);
-  Variable rotated = cat({neg(x2), x1}, -1);
-  return add(mul(x, Variable(cos)), mul(rotated, Variable(sin)));
+  DT_CHECK_ARG(x.dim() >= 2 && cos.shape() == Shape({x.shape()[size_t(x.dim() - 2)], x.shape().back()}) &&
+                   sin.shape() == cos.shape(),
+               "nn::apply_rope: x [..., T, head_dim] ", shape_str(x.shape()), " needs cos and sin [T, head_dim], got ",
+               shape_str(cos.shape()), " and ", shape_str(sin.shape()));
+  DTensor out = rope_blocks(x.data(), cos, sin);
+  // The adjoint: rotate_half's transpose is -rotate_half and sin's halves are equal, so it is rope with -sin.
+  return record_one("rope", {x}, out, [cos, sin](const G& g) {
+    return G{rope_blocks(g[0], cos, dt::neg(sin))};
+  });
 }
 
 Variable redistribute(const Variable& x, std::vector<Placement> placements) {

@@ -90,6 +90,9 @@ for t in json.load(sys.stdin):
         if f.startswith(build + os.sep) and os.path.isfile(f):
             bins.add(f)
             a = "bin/" + os.path.basename(a)
+        elif f.endswith(".py") and os.path.isfile(f):  # a test script of the source tree (run by python3 there)
+            bins.add(f)
+            a = "bin/" + os.path.basename(a)
         cmd.append(a)
     env = {k: v for k, v in t.get("env", {}).items() if k.startswith("DT_") or k.startswith("UCX_")}
     rows.append({"name": t["name"], "cmd": cmd, "env": env, "timeout": t.get("timeout") or 120})
@@ -100,6 +103,7 @@ print("\n".join(sorted(bins)))
   echo "$build/tests/gpu/gpu_bench" >> "$dir/.bins"
   while read -r b; do
     cp "$b" "$stage/bin/"
+    case "$b" in *.py) continue ;; esac
     strip --strip-unneeded "$stage/bin/$(basename "$b")"
   done < "$dir/.bins"
   rm "$dir/.bins"

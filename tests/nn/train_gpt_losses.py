@@ -3,7 +3,11 @@
 the losses of the first 20 steps must agree with the one-process run within 1e-4 relative, and every run must print
 one JSON line per step with the fields the issue names.
 
-Usage: train_gpt_losses.py DTRUN TRAIN_GPT
+Usage: train_gpt_losses.py DTRUN TRAIN_GPT [--device cuda]
+
+With --device cuda (suite gpu): one process on the GPU against one process on the CPU (1e-3: cuBLAS and OpenBLAS
+sum in different orders), then tp = 2 with two processes sharing the GPU (UCX) against one GPU process (1e-4).
+Exits 77 (skipped) when no GPU is usable.
 """
 import json
 import subprocess
@@ -28,8 +32,27 @@ def run(cmd):
     return [r["loss"] for r in rows]
 
 
+def main_cuda(dtrun, train):
+    probe = subprocess.run([train, "--device", "cuda", "--steps", "0"], capture_output=True, text=True, timeout=300)
+    if probe.returncode != 0:
+        print(f"no usable GPU ({probe.stderr.strip()}): skipped")
+        sys.exit(77)
+    cpu = run([train] + COMMON)
+    gpu = run([train, "--device", "cuda"] + COMMON)
+    for step, (a, b) in enumerate(zip(gpu, cpu), start=1):
+        if abs(a - b) > 1e-3 * abs(b):
+            sys.exit(f"cuda: step {step} loss {a} differs from the CPU's {b}")
+    tp = run([dtrun, "--nproc-per-node", "2", "--timeout", "300", train, "--device", "cuda", "--tp", "2"] + COMMON)
+    for step, (a, b) in enumerate(zip(tp, gpu), start=1):
+        if abs(a - b) > 1e-4 * abs(b):
+            sys.exit(f"cuda tp 2: step {step} loss {a} differs from one GPU process {b}")
+    print(f"cuda: {STEPS} losses match the CPU (1e-3) and tp 2 matches one GPU process (1e-4)")
+
+
 def main():
     dtrun, train = sys.argv[1], sys.argv[2]
+    if sys.argv[3:] == ["--device", "cuda"]:
+        return main_cuda(dtrun, train)
     ref = run([train] + COMMON)
     if not ref[-1] < ref[0]:
         sys.exit(f"one process: the loss did not go down in {STEPS} steps: {ref}")

@@ -1,0 +1,28 @@
+// Rotary position embedding (kernels/ops/rope.h): validation, then the device's loop.
+#include "kernels/ops/rope.h"
+
+#include "core/error.h"
+#include "kernels/ops/common.h"
+
+namespace dt::kernels {
+
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, Stream stream) {
+  DT_CHECK_ARG(x.defined() && cos.defined() && sin.defined(), "rope: undefined input");
+  DT_CHECK_ARG(is_floating(x.dtype()), "rope: x must be floating, got ", dtype_name(x.dtype()));
+  DT_CHECK_ARG(x.dim() >= 2, "rope: x must be [..., T, head_dim], got ", shape_str(x.shape()));
+  const int64_t t = x.size(-2), hd = x.size(-1);
+  DT_CHECK_ARG(hd % 2 == 0, "rope: head_dim must be even, got ", hd);
+  for (const Tensor* c : {&cos, &sin})
+    DT_CHECK_ARG(c->shape() == Shape({t, hd}) && c->dtype() == x.dtype() && c->device() == x.device(),
+                 "rope: cos and sin must be [", t, ", ", hd, "] ", dtype_name(x.dtype()), " on ",
+                 x.device().to_string(), ", got ", shape_str(c->shape()), " ", dtype_name(c->dtype()));
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (out.numel() == 0) return out;
+  const int64_t rows = out.numel() / (t * hd);
+  Tensor xc = x.contiguous(stream), cc = cos.contiguous(stream), sc = sin.contiguous(stream);
+  DT_OPS_DISPATCH(x.device(), "rope", cpu::rope(out, xc, cc, sc, rows, t, hd),
+                  cuda::rope(out, xc, cc, sc, rows, t, hd, stream));
+  return out;
+}
+
+}  // namespace dt::kernels
