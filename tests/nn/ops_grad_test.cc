@@ -2,6 +2,8 @@
 // gradients (every input placement on [2], [3], [2, 2], uneven and empty shards) against one rank.
 #include <gtest/gtest.h>
 
+#include "dtensor/comm_counter.h"
+#include "dtensor/factory.h"
 #include "nn/autograd.h"
 #include "tests/nn/grad_test_util.h"
 
@@ -204,6 +206,41 @@ TEST(NnGrad, Reductions) {
   check_op("amax", {{{5, 3}}}, [](const V& x) { return nn::amax(x[0], {1}); }, f);
   check_op("amin all", {{{5, 3}}}, [](const V& x) { return nn::amin(x[0]); }, f);
   f.report(60);
+}
+
+// sum/mean backward broadcasts the gradient into the input's layout without communication, a reduced sharded dim
+// included (each rank builds only its block).
+TEST(NnGrad, ReductionBackwardKeepsTheInputLayout) {
+  op_test::on_mesh({2, 2}, [&](const DeviceMesh& mesh) {
+    const std::vector<std::vector<Placement>> layouts{{Shard{0}, Shard{1}}, {Shard{1}, Replicate{}},
+                                                      {Replicate{}, Shard{0}}};
+    for (const auto& layout : layouts) {
+      for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{0}, {1}, {0, 1}}) {
+        for (bool is_mean : {false, true}) {
+          Variable x(dt::randn({5, 6}, mesh, layout, {.dtype = DType::f64, .seed = 3, .shard_order = {}}), true);
+          Variable y = nn::mul(x, 2.0);
+          DTensor seen;
+          y.register_hook([&](const DTensor& g) {
+            seen = g;
+            return DTensor();
+          });
+          Variable r = is_mean ? nn::mean(y, dims) : nn::sum(y, dims);
+          DTensor g = nn::ones_like(r.data());
+          CommCounter counter(mesh);
+          nn::backward({r}, {g});
+          const std::string label = std::string(is_mean ? "mean" : "sum") + " over " + std::to_string(dims.size()) +
+                                    " dims of " + y.spec().to_string();
+          ASSERT_TRUE(seen.defined()) << label;
+          EXPECT_TRUE(seen.spec() == y.spec()) << label << ": gradient " << seen.spec().to_string();
+          EXPECT_EQ(counter.total(), 0) << label;
+          const double scale = is_mean ? 1.0 / double(dims.size() == 2 ? 30 : dims[0] == 0 ? 5 : 6) : 1.0;
+          std::string why;
+          EXPECT_TRUE(op_test::compare(seen.full_tensor(), Tensor::full({5, 6}, scale, DType::f64), false, &why))
+              << label << ": " << why;
+        }
+      }
+    }
+  });
 }
 
 TEST(NnGrad, NetworkFunctions) {
