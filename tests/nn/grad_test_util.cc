@@ -14,7 +14,11 @@ using op_test::Failures;
 
 DTensor replicate_on(const Tensor& full, const DeviceMesh& mesh) {
   std::vector<Placement> p(size_t(mesh.ndim()), Replicate{});
-  return DTensor::from_local_unchecked(full.contiguous(), mesh, ShardingSpec(p), full.shape());
+  // A copy per call: ranks are threads here, and a storage shared between them would be updated once per rank by
+  // in-place ops (the optimizers' steps, clipping).
+  Tensor own = Tensor::empty(full.shape(), full.dtype(), full.device());
+  own.copy_(full);
+  return DTensor::from_local_unchecked(own, mesh, ShardingSpec(p), full.shape());
 }
 
 std::vector<DeviceMesh> self_meshes(const DeviceMesh& mesh) {
