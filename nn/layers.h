@@ -91,6 +91,28 @@ class TransformerBlock : public Module {
   std::shared_ptr<Attention> attention;
 };
 
+// Dropout(p) while training (is_training()), the identity in eval mode. Each call draws the mask of nn::dropout
+// (the same on every mesh and placement) from its own seed, splitmix64(seed ^ call number): set the stream with
+// set_seed (default 0; also resets the call number), and every training call advances it. The seed a call used is
+// kept in its autograd node (the backward applies that call's mask), and activation checkpointing's recompute
+// replays the call numbers its forward saw, so the recomputed forward draws the same masks.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5, uint64_t seed = 0);
+  std::vector<Variable> forward(const std::vector<Variable>& in) override;
+  void set_seed(uint64_t seed);
+  // The seed the next training call will use.
+  uint64_t next_seed() const;
+  double p;
+
+ protected:
+  uint64_t* rng_counter() override { return &calls_; }
+
+ private:
+  uint64_t seed_ = 0;
+  uint64_t calls_ = 0;
+};
+
 // A norm module of the given kind.
 std::shared_ptr<Module> make_norm(NormKind kind, int64_t dim, double eps);
 

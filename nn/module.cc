@@ -208,13 +208,14 @@ void Module::set_parameter_layout(const std::string& name, const DeviceMesh& mes
 
 const DeviceMesh& Module::parameter_mesh(const std::string& name) const { return slot(name).mesh; }
 
-void Module::materialize_own(const std::string& prefix, const DeviceMesh& mesh, uint64_t seed) {
+void Module::materialize_own(const std::string& prefix, const DeviceMesh& mesh, uint64_t seed,
+                             std::optional<DType> dtype) {
   for (ParamSlot& s : params_) {
     if (!s.owner || s.var.defined()) continue;
     const DeviceMesh& m = s.mesh.defined() ? s.mesh : mesh;
     std::vector<Placement> p = s.placements.empty() ? std::vector<Placement>(size_t(m.ndim()), Replicate{}) : s.placements;
     FactoryOptions o;
-    o.dtype = s.dtype;
+    o.dtype = dtype.value_or(s.dtype);
     o.seed = parameter_seed(seed, prefix + s.name);
     DTensor d;
     switch (s.init.kind) {
@@ -226,12 +227,12 @@ void Module::materialize_own(const std::string& prefix, const DeviceMesh& mesh, 
     s.var.set_data(std::move(d));
     s.var.set_name(prefix + s.name);
   }
-  for (auto& [name, child] : children_) child->materialize_own(prefix + name + ".", mesh, seed);
+  for (auto& [name, child] : children_) child->materialize_own(prefix + name + ".", mesh, seed, dtype);
 }
 
-void Module::materialize(const DeviceMesh& mesh, uint64_t seed) {
+void Module::materialize(const DeviceMesh& mesh, uint64_t seed, std::optional<DType> dtype) {
   DT_CHECK_ARG(mesh.defined(), type_name_, "::materialize: the mesh is undefined");
-  materialize_own("", mesh, seed);
+  materialize_own("", mesh, seed, dtype);
 }
 
 bool Module::materialized() const {
@@ -339,6 +340,10 @@ std::vector<Variable> Module::call_forward(const std::vector<Variable>& inputs) 
   // Activation checkpointing: run without recording; one node whose backward recomputes the forward with
   // recording on (from detached inputs) and runs a backward through it. The parameters' gradients are
   // accumulated by that inner backward; the node returns the inputs' gradients.
+  // The random-number counters of the subtree as the forward found them (rng_counter), for the recompute.
+  std::vector<std::pair<std::weak_ptr<Module>, uint64_t>> rng;
+  for (auto& [n, m] : named_modules())
+    if (uint64_t* c = m->rng_counter()) rng.emplace_back(m, *c);
   std::vector<Variable> outputs;
   {
     NoGradGuard no_grad;
@@ -351,7 +356,7 @@ std::vector<Variable> Module::call_forward(const std::vector<Variable>& inputs) 
   const size_t n_in = inputs.size();
   std::weak_ptr<Module> self = weak_from_this();
   return record("checkpoint(" + type_name_ + ")", edges, out_data,
-                [self, inputs, n_in, n_edges = edges.size()](const std::vector<DTensor>& grads) {
+                [self, inputs, n_in, n_edges = edges.size(), rng](const std::vector<DTensor>& grads) {
                   auto m = self.lock();
                   DT_CHECK_ARG(m != nullptr, "checkpoint: the module was destroyed before its backward");
                   std::vector<Variable> detached;
@@ -362,8 +367,19 @@ std::vector<Variable> Module::call_forward(const std::vector<Variable>& inputs) 
                   }
                   std::vector<Variable> outs;
                   {
+                    // Replay the forward's counters, then put back the ones later calls have advanced them to.
+                    std::vector<uint64_t> now;
+                    for (const auto& [w, c] : rng) {
+                      auto r = w.lock();
+                      uint64_t* counter = r ? r->rng_counter() : nullptr;
+                      now.push_back(counter ? *counter : 0);
+                      if (counter) *counter = c;
+                    }
                     EnableGradGuard grad;
                     outs = m->forward(detached);
+                    for (size_t i = 0; i < rng.size(); ++i)
+                      if (auto r = rng[i].first.lock())
+                        if (uint64_t* counter = r->rng_counter()) *counter = now[i];
                   }
                   std::vector<Variable> roots;
                   std::vector<DTensor> root_grads;

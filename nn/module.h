@@ -93,8 +93,10 @@ class Module : public std::enable_shared_from_this<Module> {
   void set_parameter_layout(const std::string& name, const DeviceMesh& mesh, std::vector<Placement> placements);
   const DeviceMesh& parameter_mesh(const std::string& name) const;
   // Allocates every declared parameter that has no payload yet: on its layout's mesh and placements, else on
-  // `mesh` replicated; values from (seed, fqn, global index). Buffers are made by the modules themselves.
-  void materialize(const DeviceMesh& mesh, uint64_t seed);
+  // `mesh` replicated; values from (seed, fqn, global index). Buffers are made by the modules themselves. `dtype`,
+  // when given, overrides every declared parameter's dtype (e.g. f64 for gradient checks against finite
+  // differences); the values are the same draws, rounded to that dtype.
+  void materialize(const DeviceMesh& mesh, uint64_t seed, std::optional<DType> dtype = std::nullopt);
   bool materialized() const;
 
   // ---- state ----
@@ -123,6 +125,10 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_child(const std::string& name, ModulePtr child);
+  // A module that draws random numbers per call (Dropout) returns its call counter: activation checkpointing saves
+  // the counters of a module's subtree before its forward and sets them back for the recompute, so the recomputed
+  // forward draws what the forward drew.
+  virtual uint64_t* rng_counter() { return nullptr; }
 
  private:
   struct ParamSlot {
@@ -141,7 +147,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out,
                           std::vector<const VariableImpl*>& seen) const;
   void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, ModulePtr>>& out);
-  void materialize_own(const std::string& prefix, const DeviceMesh& mesh, uint64_t seed);
+  void materialize_own(const std::string& prefix, const DeviceMesh& mesh, uint64_t seed, std::optional<DType> dtype);
   std::vector<Variable> call_forward(const std::vector<Variable>& inputs);
   void attach_backward_hooks(const std::vector<Variable>& inputs, std::vector<Variable>& outputs,
                              std::vector<Variable>& hooked_inputs);

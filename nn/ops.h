@@ -112,6 +112,17 @@ Variable reinterpret(const Variable& x, std::vector<Placement> placements,
                      std::optional<std::vector<Placement>> grad_placements = std::nullopt,
                      std::optional<Shape> global_shape = std::nullopt);
 
+// ---- broadcasting, stacking, slicing, indexing (torch semantics; dtensor/ops/view.h, dtensor/ops/index.h) ----
+Variable expand(const Variable& x, const Shape& shape);  // backward: sum_to x's shape
+Variable stack(const std::vector<Variable>& xs, int64_t dim = 0);
+// x[start:end:step] along dim (Python bounds, step >= 1).
+Variable slice(const Variable& x, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Variable index_select(const Variable& x, int64_t dim, const DTensor& index);  // index: 1-d integer
+Variable gather(const Variable& x, int64_t dim, const DTensor& index);        // index: x's ndim, integer
+// Dropout with the mask of dt::dropout (a function of (seed, global index) only: the same on every mesh and
+// placement). The node keeps `seed`, so its backward applies the forward's mask. training == false returns x.
+Variable dropout(const Variable& x, double p, uint64_t seed, bool training = true);
+
 // Sums grad over the dims that broadcasting expanded so that it has `shape`.
 DTensor sum_to(const DTensor& grad, const Shape& shape);
 

@@ -1,5 +1,6 @@
 // Linear, Embedding, LayerNorm, RMSNorm, the MLPs (nn/layers.h).
 #include "core/error.h"
+#include "core/splitmix.h"
 #include "nn/layers.h"
 
 namespace dt::nn {
@@ -64,6 +65,25 @@ SwiGluMlp::SwiGluMlp(int64_t dim, int64_t hidden) : Module("SwiGluMlp") {
 std::vector<Variable> SwiGluMlp::forward(const std::vector<Variable>& in) {
   const Variable& x = in.at(0);
   return {(*w2)(mul(silu((*w1)(x)), (*w3)(x)))};
+}
+
+Dropout::Dropout(double p_, uint64_t seed) : Module("Dropout"), p(p_), seed_(seed) {
+  DT_CHECK_ARG(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
+}
+
+void Dropout::set_seed(uint64_t seed) {
+  seed_ = seed;
+  calls_ = 0;
+}
+
+uint64_t Dropout::next_seed() const { return splitmix64(seed_ ^ calls_); }
+
+std::vector<Variable> Dropout::forward(const std::vector<Variable>& in) {
+  DT_CHECK_ARG(in.size() == 1 && in[0].defined(), "Dropout: expects one input");
+  if (!is_training()) return {in[0]};
+  const uint64_t seed = next_seed();
+  ++calls_;
+  return {dropout(in[0], p, seed, true)};
 }
 
 std::shared_ptr<Module> make_norm(NormKind kind, int64_t dim, double eps) {

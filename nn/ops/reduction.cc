@@ -1,5 +1,4 @@
-// Reductions (nn/ops.h). The gradient is broadcast back over the reduced dims (multiplying by ones laid out like
-// the input, so a reduced sharded dim comes back sharded without communication).
+// Reductions (nn/ops.h). The gradient is broadcast back over the reduced dims (broadcast_like).
 #include <set>
 
 #include "core/error.h"
@@ -28,8 +27,15 @@ DTensor keep_dims(const DTensor& g, const std::vector<int64_t>& dims, bool keepd
   return r;
 }
 
-// g broadcast to x's shape and layout.
-DTensor broadcast_like(const DTensor& g, const DTensor& x) { return dt::mul(ones_like(x), g); }
+// g (reduced dims of size 1) broadcast to x's shape. dt::expand costs no multiply, but from a Replicate size-1 dim it
+// stays Replicate (its strategies tie and the first wins), so where x is sharded on a reduced dim, multiplying by
+// ones laid out like x gives each rank only its block.
+DTensor broadcast_like(const DTensor& g, const DTensor& x, const std::vector<int64_t>& reduced) {
+  for (const Placement& p : x.placements())
+    for (int64_t d : reduced)
+      if (is_shard(p, d)) return dt::mul(ones_like(x), g);
+  return dt::expand(g, x.shape());
+}
 
 int64_t count(const Shape& s, const std::vector<int64_t>& dims) {
   int64_t c = 1;
@@ -54,14 +60,14 @@ Variable sum(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) 
   const std::vector<int64_t> nd = normalized_dims(dims, x.dim());
   DTensor dx = x.data();
   return record_one("sum", {x}, dt::sum(dx, dims, keepdim),
-                    [dx, nd, keepdim](const G& g) { return G{broadcast_like(keep_dims(g[0], nd, keepdim), dx)}; });
+                    [dx, nd, keepdim](const G& g) { return G{broadcast_like(keep_dims(g[0], nd, keepdim), dx, nd)}; });
 }
 Variable mean(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {
   const std::vector<int64_t> nd = normalized_dims(dims, x.dim());
   DTensor dx = x.data();
   const double n = double(count(x.shape(), nd));
   return record_one("mean", {x}, dt::mean(dx, dims, keepdim), [dx, nd, keepdim, n](const G& g) {
-    return G{broadcast_like(dt::div(keep_dims(g[0], nd, keepdim), n), dx)};
+    return G{broadcast_like(dt::div(keep_dims(g[0], nd, keepdim), n), dx, nd)};
   });
 }
 Variable amax(const Variable& x, const std::vector<int64_t>& dims, bool keepdim) {

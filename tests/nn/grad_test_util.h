@@ -37,7 +37,7 @@ void check_op(const std::string& name, const std::vector<GradInput>& inputs, con
 
 // Meshes of one rank, one per rank of mesh's world (collective over the world); element r is rank r's.
 std::vector<DeviceMesh> self_meshes(const DeviceMesh& mesh);
-// A DTensor replicated on `mesh` holding `full` (no communication).
+// A DTensor replicated on `mesh` holding a copy of `full` (no communication; each call owns its storage).
 DTensor replicate_on(const Tensor& full, const DeviceMesh& mesh);
 
 }  // namespace dt::nn_test

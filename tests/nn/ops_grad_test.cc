@@ -2,6 +2,8 @@
 // gradients (every input placement on [2], [3], [2, 2], uneven and empty shards) against one rank.
 #include <gtest/gtest.h>
 
+#include "dtensor/comm_counter.h"
+#include "dtensor/factory.h"
 #include "nn/autograd.h"
 #include "tests/nn/grad_test_util.h"
 
@@ -88,6 +90,113 @@ TEST(NnGrad, Views) {
   f.report(100);
 }
 
+TEST(NnGrad, BroadcastStackSlice) {
+  Failures f;
+  check_op(
+      "expand size-1 dim", {{{5, 1}}},
+      [](const V& x) {
+        return nn::expand(x[0], {5, 3});
+      },
+      f);
+  check_op(
+      "expand new dims", {{{1, 3}}},
+      [](const V& x) {
+        return nn::expand(x[0], {2, 4, 3});
+      },
+      f);
+  check_op(
+      "expand -1 keeps", {{{5, 3}}},
+      [](const V& x) {
+        return nn::expand(x[0], {2, -1, -1});
+      },
+      f);
+  check_op(
+      "stack dim 0", {{{5, 3}}, {{5, 3}}},
+      [](const V& x) {
+        return nn::stack({x[0], x[1]}, 0);
+      },
+      f);
+  check_op(
+      "stack dim -1", {{{5, 3}}, {{5, 3}}, {{5, 3}}},
+      [](const V& x) {
+        return nn::stack({x[0], x[1], x[2]}, -1);
+      },
+      f);
+  check_op(
+      "stack reused input", {{{5, 3}}},
+      [](const V& x) {
+        return nn::stack({x[0], x[0]}, 1);
+      },
+      f);
+  check_op(
+      "slice", {{{7, 3}}}, [](const V& x) { return nn::slice(x[0], 0, 1, 6); }, f);
+  check_op(
+      "slice step", {{{4, 7}}}, [](const V& x) { return nn::slice(x[0], 1, 1, 7, 2); }, f);
+  check_op(
+      "slice negative bounds", {{{7, 3}}}, [](const V& x) { return nn::slice(x[0], -2, -5, -1, 3); }, f);
+  check_op(
+      "slice empty", {{{7, 3}}}, [](const V& x) { return nn::slice(x[0], 0, 4, 4); }, f);
+  f.report(100);
+}
+
+// Integer indices in [0, n) drawn from a non-differentiable input in [-2, 2].
+DTensor index_of(const Variable& like, int64_t n) {
+  return dt::to(dt::mul(dt::add(like.data(), 2.0), double(n) / 4.0 - 1e-9), DType::i64);
+}
+
+TEST(NnGrad, IndexSelectAndGather) {
+  Failures f;
+  // Repeated indices: the gradient adds up.
+  check_op(
+      "index_select dim 0", {{{7, 3}}, {{9}, -2, 2, false}},
+      [](const V& x) { return nn::index_select(x[0], 0, index_of(x[1], 7)); }, f);
+  check_op(
+      "index_select dim 1", {{{4, 6}}, {{5}, -2, 2, false}},
+      [](const V& x) { return nn::index_select(x[0], 1, index_of(x[1], 6)); }, f);
+  check_op(
+      "index_select empty index", {{{4, 6}}, {{0}, -2, 2, false}},
+      [](const V& x) { return nn::index_select(x[0], -1, index_of(x[1], 6)); }, f);
+  check_op(
+      "gather dim 1", {{{5, 4}}, {{5, 6}, -2, 2, false}},
+      [](const V& x) { return nn::gather(x[0], 1, index_of(x[1], 4)); }, f);
+  check_op(
+      "gather dim 0 smaller index", {{{6, 4}}, {{3, 2}, -2, 2, false}},
+      [](const V& x) { return nn::gather(x[0], 0, index_of(x[1], 6)); }, f);
+  f.report(100);
+}
+
+TEST(NnGrad, Dropout) {
+  Failures f;
+  for (double p : {0.0, 0.3, 1.0})
+    check_op(
+        "dropout p " + std::to_string(p), {{{7, 5}}}, [p](const V& x) { return nn::dropout(x[0], p, 77); }, f);
+  check_op(
+      "dropout eval", {{{7, 5}}}, [](const V& x) { return nn::dropout(x[0], 0.5, 77, false); }, f);
+  // The gradient is the forward's mask times 1 / (1 - p), and the mask is the same on every mesh and placement
+  // (check_distributed compares the outputs' losses and gradients with one rank's).
+  op_test::on_mesh({1}, [&](const DeviceMesh& mesh) {
+    const double p = 0.4;
+    Variable x(nn_test::replicate_on(Tensor::rand({40, 30}, 5, DType::f64, 0.5, 2), mesh), true);
+    Variable y = nn::dropout(x, p, 123);
+    nn::sum(y).backward();
+    Tensor xf = x.full_tensor(), yf = y.full_tensor(), g = x.grad().full_tensor();
+    int64_t kept = 0;
+    for (int64_t i = 0; i < xf.numel(); ++i) {
+      const double yi = yf.data<double>()[i], gi = g.data<double>()[i], xi = xf.data<double>()[i];
+      const bool keep = yi != 0;
+      kept += keep;
+      if (keep && std::abs(yi - xi / (1 - p)) > 1e-12) f.add("dropout: a kept value is not x / (1 - p)");
+      if (std::abs(gi - (keep ? 1 / (1 - p) : 0.0)) > 1e-12)
+        f.add("dropout: gradient " + std::to_string(gi) + " at element " + std::to_string(i) +
+              " does not follow the forward's mask");
+      f.add_cases(1);
+    }
+    // 1200 draws with keep probability 0.6: 720 expected, sd ~17.
+    if (kept < 620 || kept > 820) f.add("dropout: " + std::to_string(kept) + " of 1200 kept with p = 0.4");
+  });
+  f.report(1000);
+}
+
 TEST(NnGrad, Reductions) {
   Failures f;
   check_op("sum all", {{{5, 3}}}, [](const V& x) { return nn::sum(x[0]); }, f);
@@ -97,6 +206,41 @@ TEST(NnGrad, Reductions) {
   check_op("amax", {{{5, 3}}}, [](const V& x) { return nn::amax(x[0], {1}); }, f);
   check_op("amin all", {{{5, 3}}}, [](const V& x) { return nn::amin(x[0]); }, f);
   f.report(60);
+}
+
+// sum/mean backward broadcasts the gradient into the input's layout without communication, a reduced sharded dim
+// included (each rank builds only its block).
+TEST(NnGrad, ReductionBackwardKeepsTheInputLayout) {
+  op_test::on_mesh({2, 2}, [&](const DeviceMesh& mesh) {
+    const std::vector<std::vector<Placement>> layouts{{Shard{0}, Shard{1}}, {Shard{1}, Replicate{}},
+                                                      {Replicate{}, Shard{0}}};
+    for (const auto& layout : layouts) {
+      for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{0}, {1}, {0, 1}}) {
+        for (bool is_mean : {false, true}) {
+          Variable x(dt::randn({5, 6}, mesh, layout, {.dtype = DType::f64, .seed = 3, .shard_order = {}}), true);
+          Variable y = nn::mul(x, 2.0);
+          DTensor seen;
+          y.register_hook([&](const DTensor& g) {
+            seen = g;
+            return DTensor();
+          });
+          Variable r = is_mean ? nn::mean(y, dims) : nn::sum(y, dims);
+          DTensor g = nn::ones_like(r.data());
+          CommCounter counter(mesh);
+          nn::backward({r}, {g});
+          const std::string label = std::string(is_mean ? "mean" : "sum") + " over " + std::to_string(dims.size()) +
+                                    " dims of " + y.spec().to_string();
+          ASSERT_TRUE(seen.defined()) << label;
+          EXPECT_TRUE(seen.spec() == y.spec()) << label << ": gradient " << seen.spec().to_string();
+          EXPECT_EQ(counter.total(), 0) << label;
+          const double scale = is_mean ? 1.0 / double(dims.size() == 2 ? 30 : dims[0] == 0 ? 5 : 6) : 1.0;
+          std::string why;
+          EXPECT_TRUE(op_test::compare(seen.full_tensor(), Tensor::full({5, 6}, scale, DType::f64), false, &why))
+              << label << ": " << why;
+        }
+      }
+    }
+  });
 }
 
 TEST(NnGrad, NetworkFunctions) {
