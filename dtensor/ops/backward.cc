@@ -164,13 +164,6 @@ OpRule norm_backward_rule(const char* name, bool layer) {
   return r;
 }
 
-// (x < lo) or (x >= hi) for an i64 tensor, as bool.
-Tensor outside(const Tensor& x, int64_t lo, int64_t hi) {
-  Tensor below = kernels::compare_scalar(CompareOp::kLt, x, double(lo));
-  Tensor above = kernels::compare_scalar(CompareOp::kGe, x, double(hi));
-  return kernels::where(below, below, above);
-}
-
 // Inputs (grad_loss, logits, targets, lse) -> grad_logits, with the forward's strategies (embedding.cc): rows
 // sharded (kMean divides by the global count: one all-reduce of it), or classes sharded (loss parallel: the forward's
 // log-sum-exp of every row gives this rank's columns of the softmax; nothing is gathered).
@@ -264,10 +257,9 @@ OpRule embedding_backward_rule() {
     const IndexRange rows = c.output_ranges(0)[0];
     if (rows.begin == 0 && rows.end == c.outputs[0].shape[0])
       return std::vector<Tensor>{kernels::embedding_backward(g, ids, rows.size())};
-    Tensor shifted = kernels::sub_scalar(ids.to(DType::i64), double(rows.begin));
-    Tensor foreign = outside(shifted, 0, rows.size());
-    Tensor gm = kernels::masked_fill(g, foreign.unsqueeze(-1), 0);
-    return std::vector<Tensor>{kernels::embedding_backward(gm, kernels::masked_fill(shifted, foreign, 0), rows.size())};
+    LocalRows local = local_rows(ids, rows.begin, rows.size());
+    Tensor gm = kernels::masked_fill(g, local.foreign.unsqueeze(-1), 0);
+    return std::vector<Tensor>{kernels::embedding_backward(gm, local.ids, rows.size())};
   };
   return r;
 }

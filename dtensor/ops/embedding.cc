@@ -16,13 +16,6 @@ namespace {
 
 using kernels::CompareOp;
 
-// (x < lo) or (x >= hi) for an i64 tensor, as bool.
-Tensor outside(const Tensor& x, int64_t lo, int64_t hi) {
-  Tensor below = kernels::compare_scalar(CompareOp::kLt, x, double(lo));
-  Tensor above = kernels::compare_scalar(CompareOp::kGe, x, double(hi));
-  return kernels::where(below, below, above);
-}
-
 OpRule embedding_rule() {
   OpRule r;
   r.name = "embedding";
@@ -59,10 +52,9 @@ OpRule embedding_rule() {
     const IndexRange rows = c.input_ranges(1)[0];
     if (rows.empty() || ids.numel() == 0)
       return std::vector<Tensor>{Tensor::zeros(c.output_local_shape(0), w.dtype(), w.device())};
-    Tensor shifted = kernels::sub_scalar(id64, double(rows.begin));
-    Tensor foreign = outside(shifted, 0, rows.size());
-    Tensor out = kernels::embedding(w, kernels::masked_fill(shifted, foreign, 0));
-    return std::vector<Tensor>{kernels::masked_fill(out, foreign.unsqueeze(-1), 0)};
+    LocalRows local = local_rows(id64, rows.begin, rows.size());
+    Tensor out = kernels::embedding(w, local.ids);
+    return std::vector<Tensor>{kernels::masked_fill(out, local.foreign.unsqueeze(-1), 0)};
   };
   return r;
 }

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "kernels/ops/elementwise.h"
 #include "kernels/ops/reduction.h"
 
 namespace dt::ops::detail {
@@ -99,5 +100,17 @@ Tensor reshape_rowmajor(const Tensor& t, const Shape& shape) {
 }
 
 int64_t count_true(const Tensor& mask) { return int64_t(kernels::sum(mask).to(Device::cpu()).item()); }
+
+Tensor outside(const Tensor& x, int64_t lo, int64_t hi) {
+  Tensor below = kernels::compare_scalar(kernels::CompareOp::kLt, x, double(lo));
+  Tensor above = kernels::compare_scalar(kernels::CompareOp::kGe, x, double(hi));
+  return kernels::where(below, below, above);
+}
+
+LocalRows local_rows(const Tensor& ids, int64_t begin, int64_t count) {
+  Tensor shifted = kernels::sub_scalar(ids.to(DType::i64), double(begin));
+  Tensor foreign = outside(shifted, 0, count);
+  return LocalRows{kernels::masked_fill(shifted, foreign, 0), foreign};
+}
 
 }  // namespace dt::ops::detail

@@ -47,6 +47,15 @@ Tensor identity_tensor(const Shape& shape, DType dtype, Device device, ReduceOp 
 Tensor reshape_rowmajor(const Tensor& t, const Shape& shape);
 // The number of true elements of a bool tensor (synchronises on CUDA).
 int64_t count_true(const Tensor& mask);
+// (x < lo) or (x >= hi) for an integer tensor, as bool.
+Tensor outside(const Tensor& x, int64_t lo, int64_t hi);
+// Ids against the rows [begin, begin + count) this rank owns of a row-sharded table (embedding and its backward):
+// the ids shifted to local rows, 0 where foreign, and the mask of the foreign ones.
+struct LocalRows {
+  Tensor ids;      // i64, ids' shape
+  Tensor foreign;  // bool, ids' shape
+};
+LocalRows local_rows(const Tensor& ids, int64_t begin, int64_t count);
 
 // Registration, one function per family (registry.cc calls them in this order).
 void register_elementwise_rules(std::vector<OpRule>& rules);
