@@ -23,6 +23,7 @@
 #include "core/config.h"
 #include "core/splitmix.h"
 #include "dtensor/dtensor.h"
+#include "dtensor/ops.h"
 #include "kernels/ops/matmul.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
@@ -129,10 +130,6 @@ class Corpus {
   std::vector<int64_t> next_;
 };
 
-dt::DTensor replicated(const dt::Tensor& t, const dt::DeviceMesh& mesh) {
-  return dt::DTensor::from_local_unchecked(t.to(mesh.device()), mesh, dt::ShardingSpec({dt::Replicate()}), t.shape());
-}
-
 std::string mib(double bytes) {
   char b[32];
   std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
@@ -209,9 +206,9 @@ int main(int argc, char** argv) {
       opt.set_lr(schedule.lr_at(step - 1));
       // The loss of this dp rank's rows as a share of the global mean: sum / (global tokens), so the dp sum of the
       // gradients is the gradient of the global mean for any split of the batch.
-      dt::nn::Variable logits = (*model)(dt::nn::Variable(replicated(ids, tp)));
+      dt::nn::Variable logits = (*model)(dt::nn::Variable(dt::as_replicate(ids, tp)));
       dt::nn::Variable loss = dt::nn::div(
-          dt::nn::cross_entropy(logits, replicated(targets, tp), -100, dt::LossReduction::kSum), tokens_per_step);
+          dt::nn::cross_entropy(logits, dt::as_replicate(targets, tp), -100, dt::LossReduction::kSum), tokens_per_step);
       loss.backward();
       if (a.dp > 1) dt::nn::all_reduce_gradients(params, dp, dt::ReduceOp::kSum);
       if (a.clip > 0) dt::nn::clip_grad_norm_(params, a.clip);

@@ -20,8 +20,8 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "dtensor/factory.h"
 #include "dtensor/ops.h"
-#include "placement/layout.h"
 
 namespace dt::nn {
 
@@ -45,8 +45,7 @@ EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
 // ---- tensors of a given layout ----
 
 DTensor zeros_like(const OutputMeta& m) {
-  Shape local = m.mesh.is_member() ? local_shape(m.shape, m.mesh.shape(), m.spec, m.mesh.coordinate()) : Shape{0};
-  return DTensor::from_local_unchecked(Tensor::zeros(local, m.dtype, m.mesh.device()), m.mesh, m.spec, m.shape);
+  return dt::zeros(m.shape, m.mesh, m.spec.placements(), {.dtype = m.dtype, .seed = 0, .shard_order = m.spec.shard_order()});
 }
 
 DTensor zeros_like(const DTensor& t) { return zeros_like(OutputMeta{t.mesh(), t.spec(), t.shape(), t.dtype()}); }
@@ -55,10 +54,7 @@ DTensor ones_like(const DTensor& t) {
   std::vector<Placement> p = t.placements();
   for (Placement& x : p)
     if (is_partial(x)) x = Replicate{};
-  ShardingSpec spec(p, t.spec().shard_order());
-  Shape local = t.mesh().is_member() ? local_shape(t.shape(), t.mesh().shape(), spec, t.mesh().coordinate())
-                                     : Shape{0};
-  return DTensor::from_local_unchecked(Tensor::ones(local, t.dtype(), t.device()), t.mesh(), spec, t.shape());
+  return dt::ones(t.shape(), t.mesh(), p, {.dtype = t.dtype(), .seed = 0, .shard_order = t.spec().shard_order()});
 }
 
 DTensor accumulate_grad(const DTensor& a, const DTensor& b) {

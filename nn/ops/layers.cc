@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "dtensor/factory.h"
 #include "dtensor/ops/dispatch.h"
 #include "nn/autograd.h"
 #include "nn/ops.h"
@@ -14,15 +15,8 @@ using G = std::vector<DTensor>;
 
 namespace {
 
-// A tensor that every rank holds whole (no communication: `local` must be the same on every rank).
-DTensor replicated(const Tensor& local, const DeviceMesh& mesh) {
-  std::vector<Placement> p(size_t(mesh.ndim()), Replicate{});
-  Tensor t = mesh.is_member() ? local.to(mesh.device()) : Tensor::zeros({0}, local.dtype(), mesh.device());
-  return DTensor::from_local_unchecked(t, mesh, ShardingSpec(p), local.shape());
-}
-
 DTensor ones_weight(const Shape& shape, DType dtype, const DeviceMesh& mesh) {
-  return replicated(Tensor::ones(shape, dtype), mesh);
+  return dt::ones(shape, mesh, std::vector<Placement>(size_t(mesh.ndim()), Replicate{}), {.dtype = dtype, .seed = 0, .shard_order = {}});
 }
 
 // The gradient of an output in the output's own layout (Partial replaced by Replicate): the backward runs in the
@@ -108,7 +102,7 @@ Variable scaled_dot_product_attention(const Variable& q, const Variable& k, cons
     auto* m = mask.data<bool>();
     for (int64_t i = 0; i < tq; ++i)
       for (int64_t j = i + 1; j < tk; ++j) m[i * tk + j] = true;
-    scores = masked_fill(scores, replicated(mask, q.mesh()), -INFINITY);
+    scores = masked_fill(scores, as_replicate(mask, q.mesh()), -INFINITY);
   }
   return matmul(softmax(scores, -1), v);
 }
@@ -126,7 +120,7 @@ RopeTables rope_tables(int64_t seq, int64_t head_dim, double theta, const Device
       pc[t * head_dim + j] = pc[t * head_dim + j + half] = std::cos(a);
       ps[t * head_dim + j] = ps[t * head_dim + j + half] = std::sin(a);
     }
-  return RopeTables{replicated(c.to(dtype), mesh), replicated(s.to(dtype), mesh)};
+  return RopeTables{as_replicate(c.to(dtype), mesh), as_replicate(s.to(dtype), mesh)};
 }
 
 namespace {
