@@ -65,7 +65,9 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, con
           continue;
         }
         C sc = ps[r], e = pe[r];
-        for (int64_t c = 0; c < classes; ++c) gr[c] = T(sc * (m_exp(C(xr[c]) - e) - (c == tr ? C(1) : C(0))));
+        // softmax minus the one-hot target, the target's column fixed after the (vectorizable) loop.
+        for (int64_t c = 0; c < classes; ++c) gr[c] = T(sc * m_exp(C(xr[c]) - e));
+        if (tr >= 0 && tr < classes) gr[tr] = T(sc * (m_exp(C(xr[tr]) - e) - C(1)));
       }
     });
   });
