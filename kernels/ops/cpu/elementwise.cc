@@ -3,6 +3,7 @@
 
 #include <type_traits>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/dispatch_bits.h"
 #include "kernels/layout.h"
 #include "kernels/ops/functors.h"
@@ -16,10 +17,19 @@ namespace {
 template <typename T>
 constexpr bool float_type_v = is_fp_v<acc_t<T>>;
 
+// Elements per chunk of a contiguous loop split over the intra-op threads (kernels/cpu/parallel.h).
+constexpr int64_t kGrain = 16384;
+
 template <UnaryOp op, typename T>
 void unary_loop(const Layout& it, T* out, const T* x, double scalar) {
   using C = acc_t<T>;
   const C s = static_cast<C>(scalar);
+  if (it.ndim == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1 && it.numel >= 2 * kGrain) {
+    parallel_for(it.numel, kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) out[i] = T(unary_apply<op, C>(C(x[i]), s));
+    });
+    return;
+  }
   for_each_row(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
     T* o = out + off[0];
     const T* a = x + off[1];
@@ -35,6 +45,13 @@ template <BinaryOp op, typename T>
 void binary_loop(const Layout& it, T* out, const T* a, const T* b, double scalar) {
   using C = acc_t<T>;
   const C s = static_cast<C>(scalar);
+  if (it.ndim == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1 && it.strides[2][0] == 1 &&
+      it.numel >= 2 * kGrain) {
+    parallel_for(it.numel, kGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) out[i] = T(binary_apply<op, C>(C(a[i]), C(b[i]), s));
+    });
+    return;
+  }
   for_each_row(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
     T* o = out + off[0];
     const T* pa = a + off[1];

@@ -1,8 +1,10 @@
 // CPU cross-entropy rows: log-sum-exp with the row maximum subtracted, then lse - logit[target].
 #include "kernels/ops/loss.h"
 
+#include <algorithm>
 #include <type_traits>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/ops/functors.h"
 
 namespace dt::kernels::cpu {
@@ -29,7 +31,8 @@ void cross_entropy_rows(const Tensor& row_loss, const Tensor& lse, const Tensor&
     C* pl = row_loss.data<C>();
     C* pe = lse.data<C>();
     dispatch_targets(targets, [&](const auto* t) {
-      for (int64_t r = 0; r < rows; ++r) {
+      parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, classes)), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
         const T* xr = x + r * classes;
         C mx = C(xr[0]);
         for (int64_t c = 1; c < classes; ++c) {
@@ -43,6 +46,7 @@ void cross_entropy_rows(const Tensor& row_loss, const Tensor& lse, const Tensor&
         int64_t tr = int64_t(t[r]);
         pl[r] = tr == ignore_index ? C(0) : e - C(xr[tr]);
       }
+      });
     });
   });
 }
@@ -56,7 +60,8 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, con
     const C* pe = lse.data<C>();
     const C* ps = row_scale.data<C>();
     dispatch_targets(targets, [&](const auto* t) {
-      for (int64_t r = 0; r < rows; ++r) {
+      parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, classes)), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
         const T* xr = x + r * classes;
         T* gr = g + r * classes;
         int64_t tr = int64_t(t[r]);
@@ -69,6 +74,7 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, con
         for (int64_t c = 0; c < classes; ++c) gr[c] = T(sc * m_exp(C(xr[c]) - e));
         if (tr >= 0 && tr < classes) gr[tr] = T(sc * (m_exp(C(xr[tr]) - e) - C(1)));
       }
+      });
     });
   });
 }

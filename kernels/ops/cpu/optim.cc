@@ -1,6 +1,7 @@
 // CPU loops of the optimizer steps (kernels/ops/optim.h).
 #include <cmath>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/ops/optim.h"
 
 namespace dt::kernels::cpu {
@@ -41,10 +42,12 @@ void sgd(T* p, const T* g, T* buf, int64_t n, const SgdStep& h) {
 }  // namespace
 
 void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamWStep& h) {
-  if (p.dtype() == DType::f64)
-    adamw(p.data<double>(), g.data<double>(), m.data<double>(), v.data<double>(), p.numel(), h);
-  else
-    adamw(p.data<float>(), g.data<float>(), m.data<float>(), v.data<float>(), p.numel(), h);
+  parallel_for(p.numel(), 16384, [&](int64_t b, int64_t e) {
+    if (p.dtype() == DType::f64)
+      adamw(p.data<double>() + b, g.data<double>() + b, m.data<double>() + b, v.data<double>() + b, e - b, h);
+    else
+      adamw(p.data<float>() + b, g.data<float>() + b, m.data<float>() + b, v.data<float>() + b, e - b, h);
+  });
 }
 
 void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& h) {

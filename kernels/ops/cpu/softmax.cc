@@ -1,6 +1,9 @@
 // CPU softmax over the canonical [outer, n, inner] block: three passes per line (max, sum of exp, write).
 #include "kernels/ops/softmax.h"
 
+#include <algorithm>
+
+#include "kernels/cpu/parallel.h"
 #include "kernels/ops/functors.h"
 
 namespace dt::kernels::cpu {
@@ -12,7 +15,9 @@ namespace {
 template <typename T>
 void softmax_lines(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, bool log) {
   using C = acc_t<T>;
-  for (int64_t o = 0; o < outer; ++o) {
+  // Blocks of `outer` run on the intra-op threads (each writes its own lines).
+  parallel_for(outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n * inner)), [&](int64_t ob, int64_t oe) {
+  for (int64_t o = ob; o < oe; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       const T* xl = x + o * n * inner + i;
       T* ol = out + o * n * inner + i;
@@ -32,6 +37,7 @@ void softmax_lines(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, 
       }
     }
   }
+  });
 }
 
 template <typename T>
