@@ -163,9 +163,10 @@ int main(int argc, char** argv) {
     for (const char* v : {"DT_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
       if (auto s = dt::config::lookup(v)) local_ranks = std::max<int64_t>(1, std::atoll(s->c_str()));
     const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
-    // This rank's threads: BLAS's and the CPU loops' (kernels/cpu/parallel.h), like torch.set_num_threads.
+    // This rank's threads, like torch.set_num_threads: the CPU loops' and GEMMs' (kernels/cpu/parallel.h splits both);
+    // BLAS's own threads stay at 1, so no thread of its pool spins beside ours.
     const int threads = int(a.threads > 0 ? a.threads : std::max<int64_t>(1, cores / local_ranks));
-    dt::kernels::set_blas_threads(threads);
+    dt::kernels::set_blas_threads(1);
     dt::kernels::set_intra_op_threads(threads);
 
     // --device cuda: this rank's GPU (several ranks may share one: the world's backend moves the data).

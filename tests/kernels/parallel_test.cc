@@ -1,15 +1,18 @@
 // The intra-op pool: every index covered exactly once for any size, grain and thread count; the elementwise ops,
 // softmax and cross-entropy give bit-identical results with 1 and 3 threads; callers from several threads at once
 // (the thread backend's ranks) each get their whole loop done.
+#include "kernels/cpu/parallel.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu/parallel.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/loss.h"
+#include "kernels/ops/matmul.h"
+#include "kernels/ops/reduction.h"
 #include "kernels/ops/softmax.h"
 
 namespace dt::kernels {
@@ -42,8 +45,13 @@ TEST(IntraOp, ResultsDoNotDependOnTheThreads) {
   const Tensor a = Tensor::randn({300, 700}, 1), b = Tensor::randn({300, 700}, 2);
   const Tensor t = Tensor::rand({300}, 3, DType::i64, 0, 700);
   auto run = [&] {
-    return std::vector<Tensor>{mul(a, b), silu(a), exp(b), softmax(a, -1), log_softmax(b, 0),
-                               cross_entropy(a, t).loss, cross_entropy_backward(Tensor::ones({}), a, t, Tensor())};
+    return std::vector<Tensor>{mul(a, b),
+                               silu(a),
+                               exp(b),
+                               softmax(a, -1),
+                               log_softmax(b, 0),
+                               cross_entropy(a, t).loss,
+                               cross_entropy_backward(Tensor::ones({}), a, t, Tensor())};
   };
   std::vector<Tensor> one, three;
   {
@@ -57,14 +65,39 @@ TEST(IntraOp, ResultsDoNotDependOnTheThreads) {
   for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(equal(one[i], three[i])) << "result " << i;
 }
 
+TEST(IntraOp, GemmsSplitOverTheThreads) {
+  // By rows of C (one matrix, both operands possibly transposed) and by batch; against the same GEMM on one thread.
+  const Tensor a = Tensor::randn({300, 200}, 4), b = Tensor::randn({200, 170}, 5);
+  const Tensor ab = Tensor::randn({6, 70, 64}, 6), bb = Tensor::randn({6, 64, 50}, 7);
+  auto run = [&] {
+    return std::vector<Tensor>{
+        matmul(a, b),
+        matmul(a.transpose(0, 1).contiguous().transpose(0, 1), b.transpose(0, 1).contiguous().transpose(0, 1)),
+        matmul(ab, bb), matmul(a.to(DType::f64), b.to(DType::f64))};
+  };
+  std::vector<Tensor> one, three;
+  {
+    Threads threads(1);
+    one = run();
+  }
+  {
+    Threads threads(3);
+    three = run();
+  }
+  for (size_t i = 0; i < one.size(); ++i) {
+    Tensor d = sub(one[i].to(DType::f64), three[i].to(DType::f64));
+    const double worst = amax(abs(d)).to(DType::f64).item();
+    EXPECT_LE(worst, 1e-4) << "result " << i;
+  }
+}
+
 TEST(IntraOp, ConcurrentCallers) {
   Threads threads(2);
   std::vector<std::thread> callers;
   std::atomic<int64_t> total{0};
   for (int c = 0; c < 4; ++c)
     callers.emplace_back([&] {
-      for (int rep = 0; rep < 50; ++rep)
-        parallel_for(50000, 1000, [&](int64_t b, int64_t e) { total += e - b; });
+      for (int rep = 0; rep < 50; ++rep) parallel_for(50000, 1000, [&](int64_t b, int64_t e) { total += e - b; });
     });
   for (auto& th : callers) th.join();
   EXPECT_EQ(total.load(), 4 * 50 * 50000);

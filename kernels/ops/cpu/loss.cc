@@ -32,20 +32,20 @@ void cross_entropy_rows(const Tensor& row_loss, const Tensor& lse, const Tensor&
     C* pe = lse.data<C>();
     dispatch_targets(targets, [&](const auto* t) {
       parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, classes)), [&](int64_t rb, int64_t re) {
-      for (int64_t r = rb; r < re; ++r) {
-        const T* xr = x + r * classes;
-        C mx = C(xr[0]);
-        for (int64_t c = 1; c < classes; ++c) {
-          C v = C(xr[c]);
-          mx = (v > mx || is_nan(v)) ? v : mx;
+        for (int64_t r = rb; r < re; ++r) {
+          const T* xr = x + r * classes;
+          C mx = C(xr[0]);
+          for (int64_t c = 1; c < classes; ++c) {
+            C v = C(xr[c]);
+            mx = (v > mx || is_nan(v)) ? v : mx;
+          }
+          C s = 0;
+          for (int64_t c = 0; c < classes; ++c) s += m_exp(C(xr[c]) - mx);
+          C e = mx + m_log(s);
+          pe[r] = e;
+          int64_t tr = int64_t(t[r]);
+          pl[r] = tr == ignore_index ? C(0) : e - C(xr[tr]);
         }
-        C s = 0;
-        for (int64_t c = 0; c < classes; ++c) s += m_exp(C(xr[c]) - mx);
-        C e = mx + m_log(s);
-        pe[r] = e;
-        int64_t tr = int64_t(t[r]);
-        pl[r] = tr == ignore_index ? C(0) : e - C(xr[tr]);
-      }
       });
     });
   });
@@ -61,19 +61,19 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& logits, con
     const C* ps = row_scale.data<C>();
     dispatch_targets(targets, [&](const auto* t) {
       parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, classes)), [&](int64_t rb, int64_t re) {
-      for (int64_t r = rb; r < re; ++r) {
-        const T* xr = x + r * classes;
-        T* gr = g + r * classes;
-        int64_t tr = int64_t(t[r]);
-        if (tr == ignore_index) {
-          for (int64_t c = 0; c < classes; ++c) gr[c] = T(0.0f);
-          continue;
+        for (int64_t r = rb; r < re; ++r) {
+          const T* xr = x + r * classes;
+          T* gr = g + r * classes;
+          int64_t tr = int64_t(t[r]);
+          if (tr == ignore_index) {
+            for (int64_t c = 0; c < classes; ++c) gr[c] = T(0.0f);
+            continue;
+          }
+          C sc = ps[r], e = pe[r];
+          // softmax minus the one-hot target, the target's column fixed after the (vectorizable) loop.
+          for (int64_t c = 0; c < classes; ++c) gr[c] = T(sc * m_exp(C(xr[c]) - e));
+          if (tr >= 0 && tr < classes) gr[tr] = T(sc * (m_exp(C(xr[tr]) - e) - C(1)));
         }
-        C sc = ps[r], e = pe[r];
-        // softmax minus the one-hot target, the target's column fixed after the (vectorizable) loop.
-        for (int64_t c = 0; c < classes; ++c) gr[c] = T(sc * m_exp(C(xr[c]) - e));
-        if (tr >= 0 && tr < classes) gr[tr] = T(sc * (m_exp(C(xr[tr]) - e) - C(1)));
-      }
       });
     });
   });

@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
+
 namespace dt::kernels {
 
 void set_blas_threads(int n) {
@@ -43,12 +45,46 @@ void gemm_loop(const GemmArgs& g, int64_t bi) {
   }
 }
 
+// Rows [r0, r1) of batch bi through BLAS: op(A)'s rows are A's rows, or its columns when A is stored transposed.
+void blas_rows(const GemmArgs& g, int64_t bi, int64_t r0, int64_t r1) {
+  CBLAS_TRANSPOSE ta = g.a.trans ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = g.b.trans ? CblasTrans : CblasNoTrans;
+  const int64_t a_off = bi * g.a.batch_stride + (g.a.trans ? r0 : r0 * g.a.ld);
+  const int64_t c_off = bi * g.c_batch_stride + r0 * g.ldc;
+  const int64_t b_off = bi * g.b.batch_stride;
+  if (g.dtype == DType::f32)
+    cblas_sgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(g.n), blasint(g.k), float(g.alpha),
+                static_cast<const float*>(g.a.data) + a_off, blasint(g.a.ld),
+                static_cast<const float*>(g.b.data) + b_off, blasint(g.b.ld), float(g.beta),
+                static_cast<float*>(g.c) + c_off, blasint(g.ldc));
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(g.n), blasint(g.k), g.alpha,
+                static_cast<const double*>(g.a.data) + a_off, blasint(g.a.ld),
+                static_cast<const double*>(g.b.data) + b_off, blasint(g.b.ld), g.beta,
+                static_cast<double*>(g.c) + c_off, blasint(g.ldc));
+}
+
 }  // namespace
 
 void gemm(const GemmArgs& g) {
   for (int64_t v : {g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc})
     if (v > int64_t(std::numeric_limits<blasint>::max()))
       DT_THROW(Unsupported, "matmul: a matrix size or leading dim of ", v, " exceeds the BLAS integer range");
+  // With intra-op threads (kernels/cpu/parallel.h) a GEMM is split over them, by batch or by rows of C, each part
+  // one BLAS call (a program that sets them keeps BLAS's own threads at 1: train_gpt does).
+  const bool floating = g.dtype == DType::f32 || g.dtype == DType::f64;
+  if (floating && intra_op_threads() > 1 && g.batch * g.m * g.n * g.k >= (int64_t(1) << 20)) {
+    if (g.batch >= intra_op_threads()) {
+      parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
+        for (int64_t bi = b0; bi < b1; ++bi) blas_rows(g, bi, 0, g.m);
+      });
+    } else {
+      parallel_for(g.m, 32, [&](int64_t r0, int64_t r1) {
+        for (int64_t bi = 0; bi < g.batch; ++bi) blas_rows(g, bi, r0, r1);
+      });
+    }
+    return;
+  }
   CBLAS_TRANSPOSE ta = g.a.trans ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = g.b.trans ? CblasTrans : CblasNoTrans;
   for (int64_t bi = 0; bi < g.batch; ++bi) {

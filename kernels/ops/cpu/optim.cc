@@ -1,8 +1,9 @@
 // CPU loops of the optimizer steps (kernels/ops/optim.h).
+#include "kernels/ops/optim.h"
+
 #include <cmath>
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/ops/optim.h"
 
 namespace dt::kernels::cpu {
 

@@ -17,26 +17,26 @@ void softmax_lines(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, 
   using C = acc_t<T>;
   // Blocks of `outer` run on the intra-op threads (each writes its own lines).
   parallel_for(outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n * inner)), [&](int64_t ob, int64_t oe) {
-  for (int64_t o = ob; o < oe; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
-      const T* xl = x + o * n * inner + i;
-      T* ol = out + o * n * inner + i;
-      C mx = C(xl[0]);
-      for (int64_t j = 1; j < n; ++j) {
-        C v = C(xl[j * inner]);
-        mx = (v > mx || is_nan(v)) ? v : mx;
-      }
-      C s = 0;
-      for (int64_t j = 0; j < n; ++j) s += m_exp(C(xl[j * inner]) - mx);
-      if (log) {
-        C lse = m_log(s);
-        for (int64_t j = 0; j < n; ++j) ol[j * inner] = T(C(xl[j * inner]) - mx - lse);
-      } else {
-        C inv = C(1) / s;
-        for (int64_t j = 0; j < n; ++j) ol[j * inner] = T(m_exp(C(xl[j * inner]) - mx) * inv);
+    for (int64_t o = ob; o < oe; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* xl = x + o * n * inner + i;
+        T* ol = out + o * n * inner + i;
+        C mx = C(xl[0]);
+        for (int64_t j = 1; j < n; ++j) {
+          C v = C(xl[j * inner]);
+          mx = (v > mx || is_nan(v)) ? v : mx;
+        }
+        C s = 0;
+        for (int64_t j = 0; j < n; ++j) s += m_exp(C(xl[j * inner]) - mx);
+        if (log) {
+          C lse = m_log(s);
+          for (int64_t j = 0; j < n; ++j) ol[j * inner] = T(C(xl[j * inner]) - mx - lse);
+        } else {
+          C inv = C(1) / s;
+          for (int64_t j = 0; j < n; ++j) ol[j * inner] = T(m_exp(C(xl[j * inner]) - mx) * inv);
+        }
       }
     }
-  }
   });
 }
 
