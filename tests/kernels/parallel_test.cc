@@ -12,6 +12,7 @@
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/loss.h"
 #include "kernels/ops/matmul.h"
+#include "kernels/ops/norm.h"
 #include "kernels/ops/reduction.h"
 #include "kernels/ops/softmax.h"
 
@@ -50,6 +51,10 @@ TEST(IntraOp, ResultsDoNotDependOnTheThreads) {
                                exp(b),
                                softmax(a, -1),
                                log_softmax(b, 0),
+                               softmax_backward(b, softmax(a, -1), -1),
+                               where(gt(a, b), a, b),
+                               layer_norm(a, {700}).out,
+                               rms_norm(b, {700}).rstd,
                                cross_entropy(a, t).loss,
                                cross_entropy_backward(Tensor::ones({}), a, t, Tensor())};
   };

@@ -133,6 +133,13 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
     U* po = static_cast<U*>(out.data_ptr());
     const U* pa = static_cast<const U*>(a.data_ptr());
     const U* pb = static_cast<const U*>(b.data_ptr());
+    if (it.ndim == 1 && it.strides[0][0] == 1 && it.strides[1][0] == 1 && it.strides[2][0] == 1 &&
+        it.strides[3][0] == 1 && it.numel >= 2 * kGrain) {
+      parallel_for(it.numel, kGrain, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) po[i] = pc[i] ? pa[i] : pb[i];
+      });
+      return;
+    }
     for_each_row(it, [&](const int64_t* off, int64_t n, const int64_t* st) {
       for (int64_t i = 0; i < n; ++i)
         po[off[0] + i * st[0]] = pc[off[1] + i * st[1]] ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];

@@ -2,8 +2,10 @@
 // centred sum of squares), parameter gradients accumulated across rows in the compute type.
 #include "kernels/ops/norm.h"
 
+#include <algorithm>
 #include <vector>
 
+#include "kernels/cpu/parallel.h"
 #include "kernels/ops/functors.h"
 
 namespace dt::kernels::cpu {
@@ -88,8 +90,12 @@ void norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, con
                   const Tensor& bias, int64_t rows, int64_t cols, double eps) {
   dispatch_float_dtype("norm", x.dtype(), [&]<typename T>() {
     using C = acc_t<T>;
-    forward_rows<T>(out.data<T>(), ptr_or_null<C>(mean), rstd.data<C>(), x.data<T>(), ptr_or_null<T>(weight),
-                    ptr_or_null<T>(bias), rows, cols, eps);
+    // Blocks of rows on the intra-op threads (each row writes only its own outputs and statistics).
+    C* pm = ptr_or_null<C>(mean);
+    parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), [&](int64_t r0, int64_t r1) {
+      forward_rows<T>(out.data<T>() + r0 * cols, pm ? pm + r0 : nullptr, rstd.data<C>() + r0,
+                      x.data<T>() + r0 * cols, ptr_or_null<T>(weight), ptr_or_null<T>(bias), r1 - r0, cols, eps);
+    });
   });
 }
 

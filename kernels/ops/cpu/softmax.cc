@@ -43,7 +43,8 @@ void softmax_lines(T* out, const T* x, int64_t outer, int64_t n, int64_t inner, 
 template <typename T>
 void softmax_backward_lines(T* gx, const T* g, const T* y, int64_t outer, int64_t n, int64_t inner, bool log) {
   using C = acc_t<T>;
-  for (int64_t o = 0; o < outer; ++o) {
+  parallel_for(outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n * inner)), [&](int64_t ob, int64_t oe) {
+  for (int64_t o = ob; o < oe; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
       int64_t base = o * n * inner + i;
       C s = 0;
@@ -62,6 +63,7 @@ void softmax_backward_lines(T* gx, const T* g, const T* y, int64_t outer, int64_
       }
     }
   }
+  });
 }
 
 }  // namespace
