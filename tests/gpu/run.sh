@@ -85,7 +85,10 @@ for t in json.load(sys.stdin):
     if not any(s == "gpu" or s.endswith(":gpu") for s in t.get("suite", [])):
         continue
     cmd = []
-    for a in t["cmd"] + t.get("args", []):
+    for i, a in enumerate(t["cmd"] + t.get("args", [])):
+        if i == 0 and os.path.basename(a).startswith("python3"):  # a test script: the python3 of the GPU machine
+            cmd.append("python3")
+            continue
         f = os.path.realpath(a if os.path.isabs(a) else os.path.join(build, a))
         if f.startswith(build + os.sep) and os.path.isfile(f):
             bins.add(f)
@@ -108,7 +111,11 @@ print("\n".join(sorted(bins)))
   done < "$dir/.bins"
   rm "$dir/.bins"
   # Shared libraries: everything ldd resolves outside the C/C++ runtime and the CUDA folder (see the header).
-  for b in "$stage"/bin/*; do ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}'; done | sort -u |
+  # (test scripts are not binaries: ldd fails on them, which pipefail would turn into an exit)
+  for b in "$stage"/bin/*; do
+    case "$b" in *.py) continue ;; esac
+    ldd "$b" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
+  done | sort -u |
     while read -r lib; do
       name=$(basename "$lib")
       case "$lib" in
@@ -122,7 +129,10 @@ print("\n".join(sorted(bins)))
       strip --strip-unneeded "$stage/lib/$name" 2>/dev/null || true
     done
   # UCX loads its transports as modules from <libucs folder>/ucx.
-  ucs=$(ldd "$stage"/bin/* 2>/dev/null | awk '$1 ~ /^libucs\.so/ && !seen++ {print $3}')
+  ucs=$(for b in "$stage"/bin/*; do
+    case "$b" in *.py) continue ;; esac
+    ldd "$b" 2>/dev/null || true
+  done | awk '$1 ~ /^libucs\.so/ && !seen++ {print $3}')
   if [ -n "$ucs" ] && [ -d "$(dirname "$ucs")/ucx" ]; then
     mkdir -p "$stage/lib/ucx"
     cp -L "$(dirname "$ucs")"/ucx/*.so* "$stage/lib/ucx/" 2>/dev/null || true
