@@ -73,7 +73,8 @@ class Attention : public Module {
   std::shared_ptr<Linear> wq, wk, wv, wo;
 
  private:
-  RopeTables rope_;  // cached per (seq, mesh)
+  RopeTables rope_;  // cached per (seq, mesh), with the causal mask
+  DTensor mask_;
   int64_t rope_seq_ = -1;
   DeviceMesh rope_mesh_;
 };

@@ -400,6 +400,12 @@ std::vector<Variable> Module::operator()(const std::vector<Variable>& given) {
   std::vector<Variable> inputs = given;
   for (const auto& [id, hook] : forward_pre_hooks_)
     if (auto r = hook(*this, inputs)) inputs = std::move(*r);
+  if (backward_pre_hooks_.empty() && backward_hooks_.empty()) {  // the common case: nothing to attach
+    std::vector<Variable> outputs = call_forward(inputs);
+    for (const auto& [id, hook] : forward_hooks_)
+      if (auto r = hook(*this, inputs, outputs)) outputs = std::move(*r);
+    return outputs;
+  }
   auto state = std::make_shared<BackwardHookState>();
   std::weak_ptr<Module> self = weak_from_this();
   auto run_post = [self, state] {

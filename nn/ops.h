@@ -90,8 +90,11 @@ Variable cross_entropy(const Variable& logits, const DTensor& targets, int64_t i
                        LossReduction reduction = LossReduction::kMean);
 // Causal (or full) attention softmax(q k^T * scale [+ causal mask]) v over [..., T, hd] (heads are a batch dim, so
 // heads sharded over tp stay sharded). scale defaults to 1/sqrt(hd).
+// `mask` (optional): causal_mask(T, T, mesh), for callers that reuse it across calls.
 Variable scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v, bool causal = true,
-                                      std::optional<double> scale = std::nullopt);
+                                      std::optional<double> scale = std::nullopt, const DTensor& mask = DTensor());
+// True above the diagonal of [tq, tk] (the positions a causal query may not see), Replicate on `mesh`.
+DTensor causal_mask(int64_t tq, int64_t tk, const DeviceMesh& mesh);
 // Rotary position embedding (GPT-NeoX "rotate half"): x * cos + rotate_half(x) * sin, x [..., T, hd], cos and sin
 // [T, hd] (rope_tables).
 Variable apply_rope(const Variable& x, const DTensor& cos, const DTensor& sin);

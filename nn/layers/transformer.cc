@@ -21,6 +21,7 @@ std::vector<Variable> Attention::forward(const std::vector<Variable>& in) {
   const int64_t b = x.shape()[0], t = x.shape()[1];
   if (rope_seq_ != t || !(rope_mesh_ == x.mesh())) {
     rope_ = rope_tables(t, head_dim, rope_theta, x.mesh(), x.dtype());
+    mask_ = causal_mask(t, t, x.mesh());
     rope_seq_ = t;
     rope_mesh_ = x.mesh();
   }
@@ -28,7 +29,7 @@ std::vector<Variable> Attention::forward(const std::vector<Variable>& in) {
   Variable q = apply_rope(heads_of((*wq)(x)), rope_.cos, rope_.sin);
   Variable k = apply_rope(heads_of((*wk)(x)), rope_.cos, rope_.sin);
   Variable v = heads_of((*wv)(x));
-  Variable o = scaled_dot_product_attention(q, k, v, /*causal=*/true);
+  Variable o = scaled_dot_product_attention(q, k, v, /*causal=*/true, std::nullopt, mask_);
   return {(*wo)(reshape(transpose(o, 1, 2), {b, t, dim}))};
 }
 

@@ -88,8 +88,16 @@ Variable cross_entropy(const Variable& logits, const DTensor& targets, int64_t i
                     });
 }
 
+DTensor causal_mask(int64_t tq, int64_t tk, const DeviceMesh& mesh) {
+  Tensor mask = Tensor::zeros({tq, tk}, DType::b8);
+  auto* m = mask.data<bool>();
+  for (int64_t i = 0; i < tq; ++i)
+    for (int64_t j = i + 1; j < tk; ++j) m[i * tk + j] = true;
+  return as_replicate(mask, mesh);
+}
+
 Variable scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v, bool causal,
-                                      std::optional<double> scale) {
+                                      std::optional<double> scale, const DTensor& mask) {
   DT_CHECK_ARG(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(),
                "nn::scaled_dot_product_attention: q, k, v must be [..., T, head_dim] of one rank, got ",
                shape_str(q.shape()), ", ", shape_str(k.shape()), ", ", shape_str(v.shape()));
@@ -98,11 +106,9 @@ Variable scaled_dot_product_attention(const Variable& q, const Variable& k, cons
   Variable scores = mul(matmul(q, transpose(k, -1, -2)), s);
   if (causal) {
     const int64_t tq = q.shape()[size_t(q.dim() - 2)], tk = k.shape()[size_t(k.dim() - 2)];
-    Tensor mask = Tensor::zeros({tq, tk}, DType::b8);
-    auto* m = mask.data<bool>();
-    for (int64_t i = 0; i < tq; ++i)
-      for (int64_t j = i + 1; j < tk; ++j) m[i * tk + j] = true;
-    scores = masked_fill(scores, as_replicate(mask, q.mesh()), -INFINITY);
+    DT_CHECK_ARG(!mask.defined() || mask.shape() == Shape({tq, tk}), "nn::scaled_dot_product_attention: the mask ",
+                 "must be [", tq, ", ", tk, "], got ", shape_str(mask.shape()));
+    scores = masked_fill(scores, mask.defined() ? mask : causal_mask(tq, tk, q.mesh()), -INFINITY);
   }
   return matmul(softmax(scores, -1), v);
 }
