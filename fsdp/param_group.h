@@ -111,4 +111,16 @@ class ParamGroup {
   std::unique_ptr<Impl> impl_;
 };
 
+// Communication of every group in this process (all threads), for the benchmarks' "share hidden behind compute":
+// issued_s sums each collective's time from issue to observed completion; exposed_s sums the time callers blocked
+// waiting for one (wait_for_unshard, wait_for_reduce). hidden share = 1 - exposed_s / issued_s.
+struct CommStats {
+  double issued_s = 0;
+  double exposed_s = 0;
+  int64_t all_gathers = 0, reduce_scatters = 0, all_reduces = 0;
+  int64_t bytes = 0;  // this rank's bytes sent into the collectives
+};
+CommStats comm_stats();
+void reset_comm_stats();
+
 }  // namespace dt::fsdp
