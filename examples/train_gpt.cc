@@ -21,11 +21,13 @@
 #include "collectives/thread/thread_comm.h"
 #include "core/allocator.h"
 #include "core/config.h"
+#include "core/memory_stats.h"
 #include "core/process_memory.h"
 #include "core/splitmix.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "fsdp/fully_shard.h"
+#include "fsdp/fully_shard_memory.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ops/matmul.h"
 #include "nn/gpt.h"
@@ -153,6 +155,49 @@ std::string mib(double bytes) {
   return b;
 }
 
+// Every rank's memory by kind (and, under FSDP, against its theory: Note [FSDP memory theory]), printed by rank 0.
+void print_memory(const dt::CommunicatorPtr& world, const dt::Device& device, const dt::nn::Module& model, bool fsdp,
+                  bool lead, bool json) {
+  const dt::MemoryUsage u = dt::memory_usage(device);
+  const int64_t theory = fsdp ? dt::fsdp::memory_report(model).theory() : 0;
+  using K = dt::MemoryKind;
+  const std::vector<int64_t> mine{u.total_peak,
+                                  u.current_of(K::kParameters),
+                                  u.peak_of(K::kUnshardedParameters),
+                                  u.peak_of(K::kGradients),
+                                  u.current_of(K::kOptimizerState),
+                                  u.peak_of(K::kCommBuffers),
+                                  u.peak_of(K::kActivations),
+                                  theory};
+  const int64_t n = int64_t(mine.size());
+  dt::Tensor all = dt::Tensor::empty({world->size() * n}, dt::DType::i64);
+  dt::Tensor in = dt::Tensor::from_data(mine, {n});
+  world->all_gather(in, all)->wait();
+  if (!lead) return;
+  if (json) {
+    const char* keys[] = {"peak_bytes",      "params_bytes", "gathered_peak_bytes", "grads_peak_bytes",
+                          "optimizer_bytes", "comm_peak_bytes", "activations_peak_bytes", "theory_bytes"};
+    std::printf("{\"memory\":[");
+    for (int r = 0; r < world->size(); ++r) {
+      std::printf("%s{\"rank\":%d", r ? "," : "", r);
+      for (int64_t i = 0; i < n; ++i) std::printf(",\"%s\":%lld", keys[i], (long long)all.data<int64_t>()[r * n + i]);
+      std::printf("}");
+    }
+    std::printf("]}\n");
+    return;
+  }
+  std::printf("memory per rank (MiB; peaks except parameters and optimizer state, which are current):\n"
+              "rank    peak   params  gathered   grads  optimizer    comm  activations%s\n",
+              fsdp ? "  peak/theory" : "");
+  const int64_t* v = all.data<int64_t>();
+  for (int r = 0; r < world->size(); ++r, v += n) {
+    auto m = [&](int i) { return double(v[i]) / (1024.0 * 1024.0); };
+    std::printf("%4d  %6.1f  %7.1f  %8.1f  %6.1f  %9.1f  %6.1f  %11.1f", r, m(0), m(1), m(2), m(3), m(4), m(5), m(6));
+    if (fsdp) std::printf("  %11.2f", v[7] > 0 ? double(v[0]) / double(v[7]) : 0.0);
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -261,7 +306,8 @@ int main(int argc, char** argv) {
       total_s += secs;
       if (step == 1) first_loss = value;
       last_loss = value;
-      const double peak = double(dt::allocator_for(mesh.device()).peak_allocated_bytes());
+      // The accounting's peak (core/memory_stats.h): every storage this rank holds, by kind.
+      const double peak = double(dt::memory_usage(mesh.device()).total_peak);
       if (lead) {
         if (a.json)
           std::printf("{\"step\":%lld,\"loss\":%.8g,\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"peak_bytes\":%.0f,"
@@ -277,6 +323,15 @@ int main(int argc, char** argv) {
     if (lead && !a.json && a.steps > 0)
       std::printf("done: loss %.4f -> %.4f (entropy floor %.4f), %.0f tokens/s on average\n", first_loss, last_loss,
                   corpus.entropy_floor(), tokens_per_step * double(a.steps) / total_s);
+    if (a.steps > 0) print_memory(world, mesh.device(), *model, a.fsdp, lead, a.json);
+    if (lead && !a.json && a.fsdp && a.steps > 0) {
+      const dt::fsdp::CommStats c = dt::fsdp::comm_stats();
+      std::printf("fsdp: %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %s sent per rank; collectives in "
+                  "flight %.3f s, of which the step waited %.3f s: %.0f%% hidden behind compute\n",
+                  (long long)c.all_gathers, (long long)c.reduce_scatters, (long long)c.all_reduces,
+                  mib(double(c.bytes)).c_str(), c.issued_s, c.exposed_s,
+                  c.issued_s > 0 ? 100.0 * (1.0 - c.exposed_s / c.issued_s) : 0.0);
+    }
     if (launched) dt::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {

@@ -24,6 +24,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/memory_stats.h"
 #include "nn/autograd.h"
 #include "nn/ops.h"
 
@@ -150,7 +151,12 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     for (size_t i = 0; i < vars_.size(); ++i) {
       if (!grads[i].defined()) continue;
       nn::VariableImpl& v = *vars_[i].impl();
-      v.grad = v.grad.defined() ? add(v.grad, grads[i]) : grads[i];
+      if (v.grad.defined()) {
+        v.grad = add(v.grad, grads[i]);
+        if (const auto& st = v.grad.to_local().storage()) st->set_memory_kind(MemoryKind::kGradients);
+      } else {
+        v.grad = grads[i];
+      }
       nn::Variable handle = vars_[i];
       for (const auto& [id, hook] : v.post_accumulate_hooks) hook(handle);
     }

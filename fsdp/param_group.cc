@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/memory_stats.h"
 #include "dtensor/ops.h"
 #include "fsdp/layout.h"
 #include "kernels/chunk_cat.h"
@@ -108,8 +109,12 @@ ParamGroup::ParamGroup(std::string name, std::vector<std::string> names, const s
   }
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamLayout& p = m.layout.params[i];
-    params_.push_back(make_shard(params[i], p, options_.offload_policy.cpu_offload));
+    {
+      MemoryKindScope kind(MemoryKind::kParameters);
+      params_.push_back(make_shard(params[i], p, options_.offload_policy.cpu_offload));
+    }
     // The stable storage of the gathered value: allocated now, released until the first unshard.
+    MemoryKindScope kind(MemoryKind::kUnshardedParameters);
     auto storage = Storage::create(size_t(p.unsharded_numel()) * dtype_size(p.param_dtype), mesh_.device());
     storage->release();
     m.storages.push_back(storage);
@@ -141,6 +146,22 @@ int64_t ParamGroup::sharded_bytes() const {
   return n;
 }
 
+int64_t ParamGroup::unsharded_grad_bytes() const {
+  int64_t n = 0;
+  for (const ParamLayout& p : impl_->layout.params)
+    if (is_floating(p.reduce_dtype)) n += p.unsharded_numel() * int64_t(dtype_size(p.reduce_dtype));
+  return n;
+}
+
+int64_t ParamGroup::gather_buffer_bytes() const { return impl_->layout.shard_size * impl_->layout.slot_bytes; }
+
+int64_t ParamGroup::reduce_buffer_bytes() const {
+  int64_t n = 0;
+  for (const ReduceClass& rc : impl_->layout.reduce_classes)
+    n += impl_->layout.shard_size * rc.slot_numel * int64_t(dtype_size(rc.dtype));
+  return n;
+}
+
 int64_t ParamGroup::unsharded_bytes() const {
   int64_t n = 0;
   for (const ParamLayout& p : impl_->layout.params) n += p.unsharded_numel() * int64_t(dtype_size(p.param_dtype));
@@ -158,7 +179,10 @@ void ParamGroup::unshard(bool async) {
   }
   const GroupLayout& L = m.layout;
   const int64_t S = L.shard_size;
-  m.gathered = Tensor::empty({S * L.slot_bytes}, DType::u8, mesh_.device());
+  {
+    MemoryKindScope kind(MemoryKind::kCommBuffers);
+    m.gathered = Tensor::empty({S * L.slot_bytes}, DType::u8, mesh_.device());
+  }
   if (state_ == State::kPostForward) {
     // This rank kept S/k slots: gathering them over its k ranks restores all S slots in order.
     const int64_t share = int64_t(m.kept.numel());
@@ -229,7 +253,10 @@ void ParamGroup::reshard(bool post_forward) {
     // Keep slots [j*S/k, (j+1)*S/k) of the gathered layout, j = this rank's index among its k ranks.
     const int64_t per = L.shard_size / m.post_forward_comm->size();
     const int64_t first = m.post_forward_comm->rank() * per;
-    m.kept = Tensor::empty({per * L.slot_bytes}, DType::u8, mesh_.device());
+    {
+      MemoryKindScope kind(MemoryKind::kUnshardedParameters);
+      m.kept = Tensor::empty({per * L.slot_bytes}, DType::u8, mesh_.device());
+    }
     for (int64_t t = 0; t < per; ++t) {
       for (const SlotRun& run : L.runs) {
         std::vector<kernels::StridedView> in;
@@ -274,6 +301,7 @@ void ParamGroup::accumulate_grad(size_t i, const DTensor& grad) {
     m.acc[i] = g;
     ++grads_received_;
   }
+  if (const auto& st = m.acc[i].to_local().storage()) st->set_memory_kind(MemoryKind::kGradients);
 }
 
 void ParamGroup::reduce_grads() {
@@ -294,7 +322,11 @@ void ParamGroup::reduce_grads() {
   m.reduce_stage_ar.assign(L.reduce_classes.size(), false);
   for (size_t c = 0; c < L.reduce_classes.size(); ++c) {
     const ReduceClass& rc = L.reduce_classes[c];
-    Tensor in = Tensor::empty({S * rc.slot_numel}, rc.dtype, dev);
+    Tensor in;
+    {
+      MemoryKindScope kind(MemoryKind::kCommBuffers);
+      in = Tensor::empty({S * rc.slot_numel}, rc.dtype, dev);
+    }
     // Copy-in: slot r holds every parameter's rows of rank r, padded; a parameter without a gradient gives zeros.
     for (int64_t r = 0; r < S; ++r) {
       std::vector<kernels::StridedView> views;
@@ -315,7 +347,11 @@ void ParamGroup::reduce_grads() {
                          rc.dtype, padded, dev);
     }
     if (L.pre_divide != 1) in.copy_(kernels::mul_scalar(in, 1.0 / L.pre_divide));
-    Tensor out = Tensor::empty({rc.slot_numel}, rc.dtype, dev);
+    Tensor out;
+    {
+      MemoryKindScope kind(MemoryKind::kGradients);
+      out = Tensor::empty({rc.slot_numel}, rc.dtype, dev);
+    }
     const ReduceOp op = L.average_in_collective ? ReduceOp::kAvg : ReduceOp::kSum;
     m.reduces[c].start(m.shard_comm->reduce_scatter(in.data_ptr(), out.data_ptr(), rc.slot_numel, rc.dtype, op, dev),
                        S * rc.slot_numel * int64_t(dtype_size(rc.dtype)), &CommStats::reduce_scatters);
@@ -346,6 +382,7 @@ void ParamGroup::wait_for_reduce() {
     Tensor& out = m.reduce_out[c];
     if (L.post_divide != 1) out.copy_(kernels::mul_scalar(out, 1.0 / L.post_divide));
     // The gradient shards: views of the output (a cast or an offload copies).
+    MemoryKindScope kind(MemoryKind::kGradients);
     int64_t offset = 0;
     for (size_t i : rc.members) {
       const ParamLayout& p = L.params[i];

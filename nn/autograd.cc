@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/memory_stats.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops.h"
 
@@ -146,6 +147,7 @@ bool accumulate_into_leaf(VariableImpl& leaf, DTensor g) {
   }
   if (g.dtype() != data.dtype()) g = to(g, data.dtype());
   leaf.grad = leaf.grad.defined() ? add(leaf.grad, g) : g;
+  if (const auto& st = leaf.grad.to_local().storage()) st->set_memory_kind(MemoryKind::kGradients);
   return true;
 }
 

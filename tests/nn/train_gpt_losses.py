@@ -23,7 +23,7 @@ def run(cmd):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{\"step")]
     for r in rows:
         missing = {"step", "loss", "tokens_per_s", "peak_bytes", "rss_peak_bytes"} - set(r)
         if missing:
