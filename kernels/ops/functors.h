@@ -62,6 +62,39 @@ __attribute__((always_inline)) inline float host_expf(float x) {
   return select_float(x != x, x, v);
 }
 
+// Note [A float erf that vectorizes]
+// GELU (erf form) calls erf per element forward and backward; glibc's erff is a call GCC cannot vectorize, and in a
+// GELU MLP it cost a fifth of the CPU step. host_erff is branch-free like host_expf: for |x| <= 0.921875,
+// erf(x) = x * P(x^2) with P of degree 5; above, erf(|x|) = 1 - exp(R(|x|)) with R of degree 8 fitted to
+// log(erfc(t)) on [0.921875, 4] (|x| is clamped to 4, where 1 - erfc rounds to 1 in float). Both were fitted for
+// this file by least squares on Chebyshev nodes (relative error 1.8e-7 below the split, absolute 6.2e-8 above,
+// before host_expf's); tests/kernels/ops/elementwise_test.cc checks erf and GELU against double on a dense grid.
+// The sign is copied back; NaN stays NaN. CUDA keeps erff.
+__attribute__((always_inline)) inline float host_erff(float x) {
+  const float t = select_float(x < 0.0f, -x, x);
+  const float s = x * x;
+  float p = -6.024102331139147e-4f;
+  p = p * s + 5.000777076929808e-3f;
+  p = p * s + -2.677285671234131e-2f;
+  p = p * s + 1.1282035708427429e-1f;
+  p = p * s + -3.761252462863922e-1f;
+  p = p * s + 1.1283791065216064f;
+  const float small = x * p;
+  const float u = select_float(t > 4.0f, 4.0f, select_float(t < 0.921875f, 0.921875f, t));
+  float r = 1.6131018583109835e-6f;
+  r = r * u + -4.557118518278003e-5f;
+  r = r * u + 5.926017183810472e-4f;
+  r = r * u + -4.739417694509029e-3f;
+  r = r * u + 2.6362380012869835e-2f;
+  r = r * u + -1.0997404903173447e-1f;
+  r = r * u + -6.319416165351868e-1f;
+  r = r * u + -1.1301640272140503f;
+  r = r * u + 3.025418263860047e-4f;
+  const float large = 1.0f - host_expf(r);
+  const float v = select_float(t <= 0.921875f, small, select_float(x < 0.0f, -large, large));
+  return select_float(x != x, x, v);
+}
+
 #if defined(__CUDA_ARCH__)
 DT_HOST_DEVICE inline float m_exp(float x) { return ::expf(x); }
 #else
@@ -74,7 +107,11 @@ DT_HOST_DEVICE inline float m_sqrt(float x) { return ::sqrtf(x); }
 DT_HOST_DEVICE inline double m_sqrt(double x) { return ::sqrt(x); }
 DT_HOST_DEVICE inline float m_tanh(float x) { return ::tanhf(x); }
 DT_HOST_DEVICE inline double m_tanh(double x) { return ::tanh(x); }
+#if defined(__CUDA_ARCH__)
 DT_HOST_DEVICE inline float m_erf(float x) { return ::erff(x); }
+#else
+DT_HOST_DEVICE inline float m_erf(float x) { return host_erff(x); }
+#endif
 DT_HOST_DEVICE inline double m_erf(double x) { return ::erf(x); }
 DT_HOST_DEVICE inline float m_pow(float x, float y) { return ::powf(x, y); }
 DT_HOST_DEVICE inline double m_pow(double x, double y) { return ::pow(x, y); }
