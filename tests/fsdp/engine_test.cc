@@ -3,6 +3,7 @@
 // HSDP, mixed dtypes), the post-forward share (reshard_after_forward = k), and one collective per call.
 #include <gtest/gtest.h>
 
+#include "collectives/thread/thread_comm.h"
 #include "dtensor/comm_counter.h"
 #include "fsdp/param_group.h"
 #include "kernels/ops/elementwise.h"
@@ -201,6 +202,48 @@ TEST(FsdpEngine, RejectsBadInput) {
     // A mesh that is not related to the parameter's.
     DeviceMesh other = DeviceMesh::create(mesh.world(), mesh.device(), {2});
     expect_error([&] { ParamGroup g("g", {"w"}, replicated(other, one), mesh, {}); }, "does not come from");
+  });
+}
+
+// f16 gradients: the divide factor is split before and after the sum (pre 2, post 2 for 4 ranks), so 4 x 20000
+// (80000 > f16's 65504) never overflows: the mean comes back.
+TEST(FsdpEngine, HalfPrecisionReductionDividesBeforeAndAfter) {
+  op_test::on_mesh({4}, [](const DeviceMesh& mesh) {
+    fsdp::FsdpOptions o;
+    o.mp_policy.param_dtype = DType::f16;
+    const std::vector<Param> params{{"w", {4, 2}, DType::f32}};
+    ParamGroup g("group", names_of(params), replicated(mesh, params), mesh, o);
+    g.unshard(false);
+    g.accumulate_grad(0, DTensor::from_local(Tensor::full({4, 2}, 20000.0, DType::f16), mesh, {Replicate{}}));
+    g.reduce_grads();
+    g.wait_for_reduce();
+    const Tensor got = g.sharded_grad(0).to_local();
+    EXPECT_EQ(got.dtype(), DType::f32);
+    for (double v : got.to_vector()) EXPECT_EQ(v, 20000.0);
+  });
+}
+
+// A gradient that is Partial over the tensor-parallel dim is reduced over tp in reduce_dtype (f32), not in the
+// parameters' bf16.
+TEST(FsdpEngine, TensorParallelGradientReductionUsesTheReduceDtype) {
+  run_threads(4, [](CommunicatorPtr world) {
+    DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 2}, {"dp", "tp"});
+    fsdp::FsdpOptions o;
+    o.mp_policy.param_dtype = DType::bf16;
+    o.mp_policy.reduce_dtype = DType::f32;
+    const Tensor w = Tensor::randn({6, 4}, 3);
+    std::vector<DTensor> params{distribute_tensor(w, mesh["tp"], {Replicate{}}, {}, std::nullopt)};
+    ParamGroup g("group", {"w"}, params, mesh["dp"], o);
+    g.unshard(false);
+    std::vector<DType> seen;
+    const int id = add_collective_observer([&](const CollectiveEvent& e) {
+      if (e.args->kind == CollectiveKind::kAllReduce) seen.push_back(e.args->dtype);
+    });
+    const Tensor part = Tensor::randn({6, 4}, 10 + world->rank()).to(DType::bf16);
+    g.accumulate_grad(0, DTensor::from_local(part, mesh["tp"], {Partial{ReduceOp::kSum}}));
+    remove_collective_observer(id);
+    ASSERT_FALSE(seen.empty());
+    for (DType d : seen) EXPECT_EQ(d, DType::f32);
   });
 }
 

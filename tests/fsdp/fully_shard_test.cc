@@ -51,6 +51,7 @@ struct Config {
   bool fsdp = false;
   fsdp::FsdpOptions options;
   int64_t micro_batches = 1;  // > 1: accumulate without gradient sync, then one reduction
+  bool checkpoint = false;    // activation checkpointing of every block
   int64_t world() const { return rep * shard * tp; }
 };
 
@@ -74,6 +75,8 @@ Trained train(const Config& s, int64_t steps, const std::function<void(nn::Modul
     auto model = std::make_shared<nn::Gpt>(cfg);
     if (s.tp > 1) nn::parallelize_module(model, tp, nn::gpt_tp_plan(cfg, false));
     model->materialize(tp, 5);
+    if (s.checkpoint)
+      for (auto& block : model->layers) block->set_checkpointing(true);
     std::optional<fsdp::FsdpModule> root;
     if (s.fsdp) {
       fsdp::FsdpOptions o = s.options;
@@ -208,6 +211,15 @@ TEST(FullyShard, AccumulationWithoutSyncEqualsOneBigBatch) {
   EXPECT_EQ(got.reduce_scatters, 20 * 3);
 }
 
+TEST(FullyShard, ActivationCheckpointingTrainsTheSame) {
+  Config s;
+  s.shard = 2;
+  s.tp = 2;
+  s.fsdp = true;
+  s.checkpoint = true;
+  expect_matches(train(s, 20), reference(), "fsdp 2 x tp 2, checkpointed blocks", 1e-5);
+}
+
 TEST(FullyShard, ReshardAfterForwardVariantsTrainTheSame) {
   Config keep;
   keep.shard = 4;
@@ -288,6 +300,41 @@ TEST(FullyShard, PrefetchesTheNextGroupAndBoundsGatheredGroups) {
         }
       }
     }
+  });
+}
+
+// Explicit prefetch replaces the implicit schedule: block 0's forward starts block 2's gather, not block 1's.
+TEST(FullyShard, ExplicitPrefetchListsReplaceTheImplicitOnes) {
+  run_threads(2, [](CommunicatorPtr world) {
+    set_default_world(world, true);
+    DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 1}, {"dp", "tp"});
+    nn::GptConfig cfg = gpt_config();
+    cfg.layers = 3;
+    auto model = std::make_shared<nn::Gpt>(cfg);
+    model->materialize(mesh["tp"], 5);
+    std::vector<fsdp::FsdpModule> blocks;
+    for (auto& b : model->layers) blocks.push_back(fsdp::fully_shard(b, mesh["dp"]));
+    fsdp::fully_shard(model, mesh["dp"]);
+    blocks[0].set_modules_to_forward_prefetch({model->layers[2]});
+    blocks[2].set_modules_to_backward_prefetch({model->layers[0]});
+    std::vector<fsdp::ParamGroup::State> at_block0, at_block2_backward;
+    model->layers[0]->register_forward_pre_hook([&](nn::Module&, const std::vector<Variable>&) {
+      for (auto& b : blocks) at_block0.push_back(b.param_group().state());
+      return std::nullopt;
+    });
+    model->layers[2]->register_backward_pre_hook([&](nn::Module&) {
+      for (auto& b : blocks) at_block2_backward.push_back(b.param_group().state());
+    });
+    const Tensor tokens = step_tokens(2, kSeq, cfg.vocab, 0);
+    nn::sum((*model)(Variable(nn_test::replicate_on(tokens.narrow(1, 0, kSeq).contiguous(), mesh["tp"])))).backward();
+    using S = fsdp::ParamGroup::State;
+    ASSERT_EQ(at_block0.size(), 3u);
+    EXPECT_EQ(at_block0[1], S::kSharded) << "block 1 is not prefetched";
+    EXPECT_NE(at_block0[2], S::kSharded) << "block 2 is prefetched";
+    ASSERT_EQ(at_block2_backward.size(), 3u);
+    EXPECT_NE(at_block2_backward[0], S::kSharded) << "block 0 is prefetched in backward";
+    EXPECT_EQ(at_block2_backward[1], S::kSharded) << "block 1 is not";
+    for (auto& b : blocks) EXPECT_EQ(b.param_group().state(), S::kSharded) << "all resharded after backward";
   });
 }
 
