@@ -12,6 +12,12 @@ Work::Duration default_timeout() {
   return Work::Duration(std::max<int64_t>(1, int64_t(config::get_seconds(config::Var::kTimeoutS) * 1000)));
 }
 
+void Work::wait_stream(Stream stream, Device device) {
+  (void)stream;
+  (void)device;
+  wait();
+}
+
 void Work::set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id) {
   recorder_ = std::move(recorder);
   record_id_ = id;

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/device.h"
+
 namespace dt {
 
 class FlightRecorder;
@@ -27,6 +29,10 @@ class Work {
   // Blocks until completion; rethrows the operation's error; throws dt::TimeoutError naming the operation (and,
   // when known, the peers it waited for) when `timeout` passes first. The caller's thread may drive progress.
   virtual void wait(Duration timeout = kDefaultTimeout) = 0;
+  // Work queued on `stream` of `device` afterwards runs after the operation. Device backends (NCCL) make the stream
+  // wait on the device and do not block the host: a failure is then reported by the watchdog and by a later wait().
+  // Host backends, whose operations complete on the host, wait() (the default).
+  virtual void wait_stream(Stream stream, Device device);
   // Non-blocking: true once the operation finished (successfully or not).
   virtual bool is_completed() = 0;
   // The error the operation failed with, or nullptr (valid once completed).
@@ -59,8 +65,7 @@ using WorkPtr = std::shared_ptr<Work>;
 // made progress) instead of sleeping on the condition variable.
 class AsyncWork : public Work {
  public:
-  explicit AsyncWork(std::string description, Duration default_timeout,
-                     std::function<bool()> progress = nullptr);
+  explicit AsyncWork(std::string description, Duration default_timeout, std::function<bool()> progress = nullptr);
 
   void wait(Duration timeout = kDefaultTimeout) override;
   bool is_completed() override;

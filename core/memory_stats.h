@@ -10,10 +10,9 @@
 // not what the caching pool keeps (Allocator::cached_bytes says that). The counters are atomics, updated on every
 // create, resize, release and destruction of an owning storage; each kind's peak and the total's own peak follow
 // every change, so the total's peak is the highest sum ever held, not the sum of the kinds' peaks. The total is the
-// sum of the kinds read at each allocation (one atomic addition per change, not two: a create/destroy pair cost
-// ~31 ns of counting that way, ~37 ns with a total counter of its own), so while threads allocate and free at the
-// same moment the total's peak may be off by the bytes they change meanwhile; the kinds' figures and the current
-// total are exact once they are done.
+// sum of the kinds read at each allocation (one atomic addition per change, not two: the locked addition is what
+// counting costs), so while threads allocate and free at the same moment the total's peak may be off by the bytes
+// they change meanwhile; the kinds' figures and the current total are exact once they are done.
 #pragma once
 
 #include <array>

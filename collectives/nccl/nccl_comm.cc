@@ -226,6 +226,19 @@ class NcclWork final : public Work {
     std::lock_guard<std::mutex> lock(mu_);
     if (error_) std::rethrow_exception(error_);
   }
+  // The device-side half of wait(): the stream waits for the completion event; the host goes on. An error known
+  // already is thrown now; a later one is the watchdog's and wait()'s to report.
+  void wait_stream(Stream stream, Device device) override {
+    if (!issued_.load()) st_->flush_p2p();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (error_) std::rethrow_exception(error_);
+    }
+    DT_ASSERT(issued_.load(), desc_, ": neither issued nor failed after flushing the queued send/recv");
+    DeviceGuard guard(device);
+    DT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle), ev_, 0), desc_, ": wait_stream on ",
+                  device);
+  }
   bool is_completed() override {
     if (!issued_.load()) st_->flush_p2p();
     return poll();

@@ -7,10 +7,14 @@
 // Exits 77 (skipped) without a usable GPU (tests/gpu_test_main.cc).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "collectives/process_group.h"
+#include "core/cuda_check.h"
+#include "core/stream.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "kernels/ops/elementwise.h"
@@ -92,7 +96,49 @@ void check_ops(const CommunicatorPtr& world) {
   close(softmax(dc, 1), kernels::softmax(c, 1), "softmax over the sharded dim");
 }
 
+void CUDART_CB hold_until_released(void* flag) {
+  while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+}
+
+// Work::wait_stream on NCCL: the caller's stream is held by a host function, so the collective (ordered after it)
+// cannot have run; wait_stream must return anyway (the host is not blocked), and a copy queued on another stream
+// after it must read the collective's result. Checked against the sum computed on the CPU.
+void check_wait_stream(const CommunicatorPtr& world) {
+  const Device gpu = gpu_of(world);
+  DeviceGuard guard(gpu);
+  const int64_t n = world->size(), count = 1 << 16;
+  const Tensor input = Tensor::rand({count}, 100 + uint64_t(world->rank()), DType::f32, -1, 1);
+  Tensor want = Tensor::zeros({count}, DType::f32);
+  for (int64_t r = 0; r < n; ++r)
+    want = kernels::add(want, Tensor::rand({count}, 100 + uint64_t(r), DType::f32, -1, 1));
+  Tensor buf = input.to(gpu), out = Tensor::zeros({count}, DType::f32, gpu);
+  synchronize(gpu);  // made on the default stream; the streams below do not wait for it
+  Stream caller = create_stream(gpu), consumer = create_stream(gpu);
+  std::atomic<bool> released{false};
+  Event copied;
+  {
+    struct Release {
+      std::atomic<bool>& flag;
+      ~Release() { flag.store(true); }
+    } release{released};
+    DT_CUDA_CHECK(cudaLaunchHostFunc(static_cast<cudaStream_t>(caller.handle), hold_until_released, &released));
+    WorkPtr w = world->all_reduce(buf.data<float>(), buf.data<float>(), count, DType::f32, ReduceOp::kSum, gpu, caller);
+    w->wait_stream(consumer, gpu);  // returns while the collective is held back
+    EXPECT_FALSE(w->is_completed());
+    DT_CUDA_CHECK(cudaMemcpyAsync(out.data<float>(), buf.data<float>(), size_t(count) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(consumer.handle)));
+    copied = Event::record(gpu, consumer);
+    EXPECT_FALSE(copied.query());
+  }
+  copied.synchronize();
+  EXPECT_TRUE(allclose(out.to(Device::cpu()), want, 1e-5, 1e-6));
+  synchronize(gpu, caller);
+  destroy_stream(gpu, caller);
+  destroy_stream(gpu, consumer);
+}
+
 TEST(DTensorCudaNccl, Mesh) { check_mesh(nccl_world()); }
+TEST(DTensorCudaNccl, WaitStreamDoesNotBlockTheHost) { check_wait_stream(nccl_world()); }
 TEST(DTensorCudaNccl, EveryRedistribution) { check_redistribution_matrix(nccl_world()); }
 TEST(DTensorCudaNccl, Ops) { check_ops(nccl_world()); }
 
