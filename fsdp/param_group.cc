@@ -5,10 +5,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <mutex>
 
 #include "core/error.h"
+#include "core/allocator.h"
 #include "core/memory_stats.h"
+#include "core/stream.h"
 #include "dtensor/ops.h"
 #include "fsdp/layout.h"
 #include "kernels/chunk_cat.h"
@@ -48,21 +51,53 @@ struct Pending {
     std::lock_guard<std::mutex> lock(g_stats_mu);
     g_stats.issued_s += seconds_since(issued);
   }
-  // Waits (the blocked time counts as exposed) and rethrows the collective's error.
-  void finish() {
+  // Orders `stream` after the collective (host backends: waits; the blocked time counts as exposed) and rethrows
+  // the collective's error.
+  void finish(Stream stream, const Device& device) {
     if (!work) return;
     poll();
     const auto t0 = Clock::now();
     const bool was_done = seen_done;
     WorkPtr w = std::move(work);
     work = nullptr;
-    w->wait();
+    w->wait_stream(stream, device);
     const double blocked = seconds_since(t0);
     std::lock_guard<std::mutex> lock(g_stats_mu);
     g_stats.exposed_s += blocked;
     if (!was_done) g_stats.issued_s += seconds_since(issued);
   }
 };
+
+// Note [FSDP streams]
+// On CUDA the engine queues its copy-ins and collectives on two streams of its own per device (all-gather,
+// reduce-scatter), made once and shared by every group, so a group's all-gather and another's reduce-scatter overlap
+// each other and the compute on the caller's stream (the legacy default stream, where dtensor's ops run). Ordering
+// is by events only: unshard records an event on the caller's stream (the shards are as the optimizer left them)
+// that the all-gather stream waits for; wait_for_unshard makes the caller's stream wait for the collective
+// (Work::wait_stream) and copies out there; reduce_grads records an event after the gradients' producers that the
+// reduce-scatter stream waits for; wait_for_reduce makes the caller's stream wait for the reduction. The host never
+// waits for the device. Buffers used on the engine's streams are recorded with the allocator (record_stream), so
+// that freeing them on the host never hands them out while that work runs (Note [Stream-safe frees]). On the CPU
+// the streams are null, events are no-ops and wait_stream waits: the same code.
+struct EngineStreams {
+  Stream all_gather, reduce_scatter;
+};
+
+EngineStreams engine_streams(const Device& device) {
+  if (!device.is_cuda()) return {};
+  static std::mutex mu;
+  static std::map<int, EngineStreams> streams;  // made once per device, for the process's lifetime
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = streams.find(device.index);
+  if (it == streams.end()) it = streams.emplace(device.index, EngineStreams{create_stream(device), create_stream(device)}).first;
+  return it->second;
+}
+
+// Declares that work on `stream` uses t's memory (no-op on the CPU and for the default stream).
+void record_use(const Tensor& t, Stream stream) {
+  if (t.defined() && t.storage() && stream.handle && t.device().is_cuda())
+    allocator_for(t.device()).record_stream(t.storage()->data(), stream);
+}
 
 }  // namespace
 
@@ -83,13 +118,13 @@ struct ParamGroup::Impl {
   Tensor gathered;        // the all-gather buffer (S slots of layout.slot_bytes), while unsharding
   Tensor kept;            // the post-forward share (S/k slots), between a post-forward reshard and the next unshard
   Pending gather;
+  EngineStreams streams;
   CommunicatorPtr shard_comm, replicate_comm, post_forward_comm;
   // Gradients.
   std::vector<DTensor> acc;  // accumulated unsharded gradients (reduce dtype, the unsharded layout)
   std::vector<Tensor> reduce_out;  // one per reduce class
   std::vector<Tensor> reduce_in;   // kept alive while the reduce-scatter runs
   std::vector<Pending> reduces;    // per reduce class: the reduce-scatter, then (HSDP) the all-reduce
-  std::vector<bool> reduce_stage_ar;
   std::vector<bool> reduced_has_grad;
   std::vector<DTensor> sharded_grads;
 };
@@ -100,6 +135,7 @@ ParamGroup::ParamGroup(std::string name, std::vector<std::string> names, const s
   DT_CHECK_ARG(names_.size() == params.size(), "fsdp: ", params.size(), " parameters but ", names_.size(), " names");
   Impl& m = *impl_;
   m.layout = make_group_layout(names_, params, mesh_, options_);
+  m.streams = engine_streams(mesh_.device());
   m.shard_comm = mesh_.comm(mesh_.ndim() - 1);
   if (mesh_.ndim() == 2) m.replicate_comm = mesh_.comm(0);
   if (const int64_t* k = std::get_if<int64_t>(&options_.reshard_after_forward)) {
@@ -179,15 +215,21 @@ void ParamGroup::unshard(bool async) {
   }
   const GroupLayout& L = m.layout;
   const int64_t S = L.shard_size;
+  const Device dev = mesh_.device();
+  const Stream ag = m.streams.all_gather;
   {
     MemoryKindScope kind(MemoryKind::kCommBuffers);
-    m.gathered = Tensor::empty({S * L.slot_bytes}, DType::u8, mesh_.device());
+    m.gathered = Tensor::empty({S * L.slot_bytes}, DType::u8, dev);
   }
+  record_use(m.gathered, ag);
+  // The shards (or the kept share) as the caller's stream left them (Note [FSDP streams]).
+  Event::record(dev, Stream{}).block(ag);
   if (state_ == State::kPostForward) {
     // This rank kept S/k slots: gathering them over its k ranks restores all S slots in order.
     const int64_t share = int64_t(m.kept.numel());
-    m.gather.start(m.post_forward_comm->all_gather(m.kept.data_ptr(), m.gathered.data_ptr(), share, DType::u8,
-                                                   mesh_.device()),
+    record_use(m.kept, ag);
+    m.gather.start(m.post_forward_comm->all_gather(m.kept.data_ptr(), m.gathered.data_ptr(), share, DType::u8, dev,
+                                                   ag),
                    share, &CommStats::all_gathers);
   } else {
     const int64_t rank = m.shard_comm->rank();
@@ -198,15 +240,20 @@ void ParamGroup::unshard(bool async) {
       std::vector<Tensor> staged;  // cpu_offload: the host shards, copied to the device first
       for (size_t i = run.first; i < run.last; ++i) {
         const Tensor& shard = params_[i].to_local();
-        if (!(shard.device() == mesh_.device())) staged.push_back(shard.to(mesh_.device()));
-        in.push_back(kernels::view_of(staged.empty() || shard.device() == mesh_.device() ? shard : staged.back()));
+        if (!(shard.device() == dev)) {
+          staged.push_back(shard.to(dev, ag));
+          record_use(staged.back(), ag);
+        } else {
+          record_use(shard, ag);
+        }
+        in.push_back(kernels::view_of(shard.device() == dev ? shard : staged.back()));
         padded.push_back(L.params[i].padded_numel);
       }
       kernels::chunk_cat(in, static_cast<uint8_t*>(m.gathered.data_ptr()) + base + run.byte_offset, run.dtype,
-                         padded, mesh_.device());
+                         padded, dev, ag);
     }
     uint8_t* slot = static_cast<uint8_t*>(m.gathered.data_ptr()) + base;
-    m.gather.start(m.shard_comm->all_gather(slot, m.gathered.data_ptr(), L.slot_bytes, DType::u8, mesh_.device()),
+    m.gather.start(m.shard_comm->all_gather(slot, m.gathered.data_ptr(), L.slot_bytes, DType::u8, dev, ag),
                    L.slot_bytes, &CommStats::all_gathers);
   }
   state_ = State::kUnsharding;
@@ -217,7 +264,7 @@ void ParamGroup::wait_for_unshard() {
   Impl& m = *impl_;
   if (state_ == State::kUnsharded) return;
   if (state_ != State::kUnsharding) unshard(/*async=*/true);
-  m.gather.finish();
+  m.gather.finish(Stream{}, mesh_.device());  // the copy-out below runs on the caller's stream, after the gather
   m.kept = Tensor();
   // Copy-out: rank r's rows of parameter i sit at the start of its region in slot r.
   const GroupLayout& L = m.layout;
@@ -314,12 +361,12 @@ void ParamGroup::reduce_grads() {
   const GroupLayout& L = m.layout;
   const int64_t S = L.shard_size;
   const Device dev = mesh_.device();
+  const Stream rs = m.streams.reduce_scatter;
   m.reduced_has_grad.assign(params_.size(), false);
   for (size_t i = 0; i < params_.size(); ++i) m.reduced_has_grad[i] = m.acc[i].defined();
   m.reduce_in.assign(L.reduce_classes.size(), Tensor());
   m.reduce_out.assign(L.reduce_classes.size(), Tensor());
   m.reduces.assign(L.reduce_classes.size(), Pending{});
-  m.reduce_stage_ar.assign(L.reduce_classes.size(), false);
   for (size_t c = 0; c < L.reduce_classes.size(); ++c) {
     const ReduceClass& rc = L.reduce_classes[c];
     Tensor in;
@@ -328,33 +375,43 @@ void ParamGroup::reduce_grads() {
       in = Tensor::empty({S * rc.slot_numel}, rc.dtype, dev);
     }
     // Copy-in: slot r holds every parameter's rows of rank r, padded; a parameter without a gradient gives zeros.
+    std::vector<Tensor> sources;  // per member: the flat unsharded gradient
+    for (size_t i : rc.members) {
+      const ParamLayout& p = L.params[i];
+      sources.push_back(m.acc[i].defined() ? m.acc[i].to_local().contiguous().view({-1})
+                                           : Tensor::zeros({p.unsharded_numel()}, rc.dtype, dev));
+    }
+    // After the gradients' producers on the caller's stream (Note [FSDP streams]).
+    Event::record(dev, Stream{}).block(rs);
+    record_use(in, rs);
+    for (const Tensor& t : sources) record_use(t, rs);
     for (int64_t r = 0; r < S; ++r) {
       std::vector<kernels::StridedView> views;
       std::vector<int64_t> padded;
-      std::vector<Tensor> keep;
-      for (size_t i : rc.members) {
-        const ParamLayout& p = L.params[i];
+      for (size_t k = 0; k < rc.members.size(); ++k) {
+        const ParamLayout& p = L.params[rc.members[k]];
         const IndexRange rows = p.rows_of(r);
-        Tensor rows_t = m.acc[i].defined()
-                            ? m.acc[i].to_local().contiguous().view({-1}).narrow(
-                                  0, rows.begin * p.row_numel, rows.size() * p.row_numel)
-                            : Tensor::zeros({rows.size() * p.row_numel}, rc.dtype, dev);
-        keep.push_back(rows_t);
-        views.push_back(kernels::view_of(rows_t));
+        views.push_back(kernels::view_of(sources[k].narrow(0, rows.begin * p.row_numel, rows.size() * p.row_numel)));
         padded.push_back(p.reduce_padded_numel);
       }
       kernels::chunk_cat(views, static_cast<uint8_t*>(in.data_ptr()) + r * rc.slot_numel * int64_t(dtype_size(rc.dtype)),
-                         rc.dtype, padded, dev);
+                         rc.dtype, padded, dev, rs);
     }
-    if (L.pre_divide != 1) in.copy_(kernels::mul_scalar(in, 1.0 / L.pre_divide));
+    if (L.pre_divide != 1) {
+      Tensor scaled = kernels::mul_scalar(in, 1.0 / L.pre_divide, rs);
+      record_use(scaled, rs);
+      in.copy_(scaled, rs);
+    }
     Tensor out;
     {
       MemoryKindScope kind(MemoryKind::kGradients);
       out = Tensor::empty({rc.slot_numel}, rc.dtype, dev);
     }
+    record_use(out, rs);
     const ReduceOp op = L.average_in_collective ? ReduceOp::kAvg : ReduceOp::kSum;
-    m.reduces[c].start(m.shard_comm->reduce_scatter(in.data_ptr(), out.data_ptr(), rc.slot_numel, rc.dtype, op, dev),
-                       S * rc.slot_numel * int64_t(dtype_size(rc.dtype)), &CommStats::reduce_scatters);
+    m.reduces[c].start(
+        m.shard_comm->reduce_scatter(in.data_ptr(), out.data_ptr(), rc.slot_numel, rc.dtype, op, dev, rs),
+        S * rc.slot_numel * int64_t(dtype_size(rc.dtype)), &CommStats::reduce_scatters);
     m.reduce_in[c] = in;
     m.reduce_out[c] = out;
   }
@@ -370,15 +427,17 @@ void ParamGroup::wait_for_reduce() {
   const Device dev = mesh_.device();
   for (size_t c = 0; c < m.reduces.size(); ++c) {
     const ReduceClass& rc = L.reduce_classes[c];
-    m.reduces[c].finish();
-    m.reduce_in[c] = Tensor();
+    const Stream rs = m.streams.reduce_scatter;
     if (m.replicate_comm && m.replicate_comm->size() > 1) {
+      // HSDP: the all-reduce over the replicate dim follows the reduce-scatter on the engine's stream.
+      m.reduces[c].finish(rs, dev);
       const ReduceOp op = L.average_in_collective ? ReduceOp::kAvg : ReduceOp::kSum;
       m.reduces[c].start(m.replicate_comm->all_reduce(m.reduce_out[c].data_ptr(), m.reduce_out[c].data_ptr(),
-                                                      rc.slot_numel, rc.dtype, op, dev),
+                                                      rc.slot_numel, rc.dtype, op, dev, rs),
                          rc.slot_numel * int64_t(dtype_size(rc.dtype)), &CommStats::all_reduces);
-      m.reduces[c].finish();
     }
+    m.reduces[c].finish(Stream{}, dev);  // the caller's stream (the optimizer) runs after the reduction
+    m.reduce_in[c] = Tensor();
     Tensor& out = m.reduce_out[c];
     if (L.post_divide != 1) out.copy_(kernels::mul_scalar(out, 1.0 / L.post_divide));
     // The gradient shards: views of the output (a cast or an offload copies).
