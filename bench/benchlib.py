@@ -9,6 +9,7 @@
 - a plain text table.
 Standard library only: the drivers run under /usr/bin/python3; PyTorch runs in the venv.
 """
+import argparse
 import json
 import os
 import shlex
@@ -23,6 +24,43 @@ LAUNCHER_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER
 
 def log(msg):
     print(msg, file=sys.stderr, flush=True)
+
+
+def driver_parser(description, prefix, steps, cases):
+    """The options every driver takes: BUILD_DIR, --torch-only, --rounds, --steps, --warmup, --cases (defaults from
+    PREFIX_ROUNDS (3), PREFIX_STEPS (steps), PREFIX_WARMUP (3), PREFIX_CASES (all of cases)). Add the driver's own,
+    then parse_driver_args."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("build", help="the Meson build folder")
+    ap.add_argument("--torch-only", action="store_true", help="run only the PyTorch side")
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get(f"{prefix}_ROUNDS", "3")))
+    ap.add_argument("--steps", type=int, default=int(os.environ.get(f"{prefix}_STEPS", str(steps))))
+    ap.add_argument("--warmup", type=int, default=int(os.environ.get(f"{prefix}_WARMUP", "3")))
+    ap.add_argument("--cases", default=os.environ.get(f"{prefix}_CASES", ",".join(cases)),
+                    help=f"comma-separated among {', '.join(cases)} (default all)")
+    ap.set_defaults(_prefix=prefix, _all_cases=tuple(cases))
+    return ap
+
+
+def parse_driver_args(ap, argv):
+    """Parses argv (model arguments after `--`, preceded by PREFIX_ARGS's); checks rounds, steps and cases. The result
+    has .build (absolute), .cases (a list), .model_args and .torch_only (also PREFIX_TORCH_ONLY=1)."""
+    model_args = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, model_args = argv[:i], argv[i + 1:]
+    a = ap.parse_args(argv)
+    a.build = os.path.abspath(a.build)
+    a.model_args = shlex.split(os.environ.get(f"{a._prefix}_ARGS", "")) + model_args
+    a.cases = [c for c in a.cases.split(",") if c]
+    for c in a.cases:
+        if c not in a._all_cases:
+            ap.error(f"--cases takes {', '.join(a._all_cases)}, got {c!r}")
+    if a.rounds < 1 or a.steps <= a.warmup:
+        ap.error(f"need at least 1 round and more steps than warm-up steps, got {a.rounds} round(s), {a.steps} steps, "
+                 f"{a.warmup} warm-up")
+    a.torch_only = a.torch_only or os.environ.get(f"{a._prefix}_TORCH_ONLY", "0") == "1"
+    return a
 
 
 def venv_dir(build):

@@ -31,10 +31,8 @@ Environment: DT_BENCH_FSDP_ROUNDS (3), DT_BENCH_FSDP_STEPS (10), DT_BENCH_FSDP_W
 DT_BENCH_FSDP_ARGS (MLP model arguments for both sides, e.g. "--layers 2 --dim 256"), DT_BENCH_FSDP_TORCH_ONLY=1,
 DT_BENCH_VENV (the PyTorch venv; also DT_BENCH_TRAIN_VENV; default BUILD_DIR/bench-venv).
 """
-import argparse
 import json
 import os
-import shlex
 import statistics
 import sys
 import time
@@ -77,38 +75,17 @@ def summarize(rows, warmup):
 
 
 def main():
-    argv = sys.argv[1:]
-    mlp_args = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, mlp_args = argv[:i], argv[i + 1:]
-    ap = argparse.ArgumentParser(description="dtensor's FSDP against PyTorch FSDP2")
-    ap.add_argument("build", help="the Meson build folder")
-    ap.add_argument("--torch-only", action="store_true", help="run only the PyTorch side")
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get("DT_BENCH_FSDP_ROUNDS", "3")))
-    ap.add_argument("--steps", type=int, default=int(os.environ.get("DT_BENCH_FSDP_STEPS", "10")))
-    ap.add_argument("--warmup", type=int, default=int(os.environ.get("DT_BENCH_FSDP_WARMUP", "3")))
-    ap.add_argument("--cases", default=os.environ.get("DT_BENCH_FSDP_CASES", ",".join(CASES)),
-                    help=f"comma-separated among {', '.join(CASES)} (default all)")
+    ap = benchlib.driver_parser("dtensor's FSDP against PyTorch FSDP2", "DT_BENCH_FSDP", 10, CASES)
     ap.add_argument("--batches", default="2,8", help="global batches of the mlp case (default 2,8)")
-    a = ap.parse_args(argv)
-    build = os.path.abspath(a.build)
-    mlp_args = shlex.split(os.environ.get("DT_BENCH_FSDP_ARGS", "")) + mlp_args
-    cases = [c for c in a.cases.split(",") if c]
-    for c in cases:
-        if c not in CASES:
-            ap.error(f"--cases takes {', '.join(CASES)}, got {c!r}")
+    a = benchlib.parse_driver_args(ap, sys.argv[1:])
+    build, cases, mlp_args, torch_only = a.build, a.cases, a.model_args, a.torch_only
     try:
         batches = [int(b) for b in a.batches.split(",") if b]
     except ValueError:
         ap.error(f"--batches takes comma-separated integers, got {a.batches!r}")
     if not batches or min(batches) < 2 or any(b % 2 for b in batches):
         ap.error(f"--batches: even global batches of at least 2 (split over 2 dp ranks), got {a.batches!r}")
-    if a.rounds < 1 or a.steps <= a.warmup:
-        ap.error(f"need at least 1 round and more steps than warm-up steps, got {a.rounds} round(s), {a.steps} steps, "
-                 f"{a.warmup} warm-up")
 
-    torch_only = a.torch_only or os.environ.get("DT_BENCH_FSDP_TORCH_ONLY", "0") == "1"
     fsdp_mlp = os.path.join(build, "bench", "fsdp_mlp")
     train_gpt = os.path.join(build, "examples", "train_gpt")
     dtrun = os.path.join(build, "tools", "dtrun")

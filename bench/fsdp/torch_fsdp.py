@@ -30,26 +30,17 @@ import argparse
 import json
 import math
 import os
-import resource
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
-import torch_gpt  # noqa: E402  (bench/train/torch_gpt.py: the GPT and its TP plan)
+import torch_gpt  # noqa: E402  (bench/train/torch_gpt.py: the GPT, its TP plan, the RSS readers)
+from torch_gpt import peak_rss_bytes, rss_bytes  # noqa: E402
 
 MODEL_DEFAULTS = {
     "mlp": {"layers": 4, "dim": 512, "batch": 2, "seq": 128},
     "gpt": {"layers": 2, "dim": 128, "batch": 8, "seq": 64},
 }
-
-
-def rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def peak_rss_bytes():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def parse_args(argv):

@@ -18,16 +18,14 @@ from PyPI: about 3 GB). MODEL_ARGS (after --, or DT_BENCH_TRAIN_ARGS) go to both
 
 Environment: DT_BENCH_TRAIN_ROUNDS (3), DT_BENCH_TRAIN_STEPS (20), DT_BENCH_TRAIN_WARMUP (3), DT_BENCH_TRAIN_ARGS,
 DT_BENCH_TRAIN_THREADS (the threads of the one-process case, halved per rank for tp2; default nproc),
-DT_BENCH_TRAIN_TORCH_ONLY=1 (the same as --torch-only), DT_BENCH_TRAIN_VENV (the venv's folder),
+DT_BENCH_TRAIN_TORCH_ONLY=1 (the same as --torch-only), DT_BENCH_VENV (the venv's folder; DT_BENCH_TRAIN_VENV too),
 DT_BENCH_TRAIN_BIND=1 (pin each rank of the tp2 case, on both sides, to one core: local rank i on core i).
 Prints the table on stderr and one JSON line per row on stdout; exits 1 when a run failed.
 """
-import argparse
 import glob
 import json
 import os
 import re
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -82,30 +80,10 @@ def run_one(name, make_cmd, env, warmup, bind):
 
 
 def main():
-    argv = sys.argv[1:]
-    model_args = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, model_args = argv[:i], argv[i + 1:]
-    ap = argparse.ArgumentParser(description="dtensor's GPT training step against PyTorch")
-    ap.add_argument("build", help="the Meson build folder")
-    ap.add_argument("--torch-only", action="store_true", help="run only the PyTorch side")
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get("DT_BENCH_TRAIN_ROUNDS", "3")))
-    ap.add_argument("--steps", type=int, default=int(os.environ.get("DT_BENCH_TRAIN_STEPS", "20")))
-    ap.add_argument("--warmup", type=int, default=int(os.environ.get("DT_BENCH_TRAIN_WARMUP", "3")))
-    ap.add_argument("--cases", default="1,tp2", help="comma-separated among 1, tp2 (default both)")
+    ap = benchlib.driver_parser("dtensor's GPT training step against PyTorch", "DT_BENCH_TRAIN", 20, tuple(TARGETS))
     ap.add_argument("--no-sdpa", action="store_true", help="skip the informational SDPA runs of the twin")
-    a = ap.parse_args(argv)
-    build = os.path.abspath(a.build)
-    model_args = shlex.split(os.environ.get("DT_BENCH_TRAIN_ARGS", "")) + model_args
-    cases = [c for c in a.cases.split(",") if c]
-    for c in cases:
-        if c not in TARGETS:
-            ap.error(f"--cases takes 1 and tp2, got {c!r}")
-    if a.rounds < 1 or a.steps <= a.warmup:
-        ap.error(f"need at least 1 round and more steps than warm-up steps, got {a.rounds} round(s), "
-                 f"{a.steps} steps, {a.warmup} warm-up")
-    torch_only = a.torch_only or os.environ.get("DT_BENCH_TRAIN_TORCH_ONLY", "0") == "1"
+    a = benchlib.parse_driver_args(ap, sys.argv[1:])
+    build, cases, model_args, torch_only = a.build, a.cases, a.model_args, a.torch_only
     train_gpt = os.path.join(build, "examples", "train_gpt")
     dtrun = os.path.join(build, "tools", "dtrun")
     if not torch_only:
