@@ -21,6 +21,9 @@ struct DeviceMesh::Impl {
   int64_t global_rank = -1;
   mutable std::mutex mu;
   mutable std::map<std::vector<std::string>, std::shared_ptr<Impl>> sub_meshes;
+  // Set on sub-meshes: the mesh create() made (weak: it owns its sub-meshes) and its dims that this mesh spans.
+  std::weak_ptr<Impl> root;
+  std::vector<int64_t> root_dims;
 };
 
 namespace {
@@ -170,6 +173,9 @@ DeviceMesh DeviceMesh::sub_mesh(const std::vector<std::string>& names) const {
   sub->global_rank = p.global_rank;
   sub->coord = sub->shape.coordinate_of(p.global_rank);
   for (int64_t m : dims) sub->comms.push_back(p.comms[size_t(m)]);
+  const bool has_root = !p.root_dims.empty();
+  sub->root = has_root ? p.root : std::weak_ptr<Impl>(impl_);
+  for (int64_t m : dims) sub->root_dims.push_back(has_root ? p.root_dims[size_t(m)] : m);
   if (dims.size() == 1) {
     sub->mesh_comm = sub->comms[0];
   } else if (dims.size() == size_t(p.shape.ndim()) && sub->shape.ranks() == p.shape.ranks()) {
@@ -222,6 +228,22 @@ DeviceMesh DeviceMesh::flatten(const std::vector<std::string>& names, const std:
     }
   }
   return DeviceMesh(flat);
+}
+
+DeviceMesh DeviceMesh::root() const {
+  const Impl& p = impl();
+  if (p.root_dims.empty()) return *this;
+  std::shared_ptr<Impl> r = p.root.lock();
+  DT_CHECK_ARG(r != nullptr, to_string(), " was taken from a mesh that no longer exists");
+  return DeviceMesh(r);
+}
+
+std::vector<int64_t> DeviceMesh::root_dims() const {
+  const Impl& p = impl();
+  if (!p.root_dims.empty()) return p.root_dims;
+  std::vector<int64_t> all(size_t(p.shape.ndim()));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = int64_t(i);
+  return all;
 }
 
 bool DeviceMesh::same_layout(const DeviceMesh& other) const {

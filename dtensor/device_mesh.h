@@ -75,6 +75,12 @@ class DeviceMesh {
     return flatten(std::vector<std::string>(names), name);
   }
 
+  // The mesh this one was taken from by sub_mesh() (through any number of sub_mesh() calls: the mesh create() or
+  // flatten() made), and the dims of that mesh this one spans, in this mesh's order. A mesh not taken from another
+  // is its own root. FSDP over mesh["dp"] of parameters on mesh["tp"] lays the shards out on their root.
+  DeviceMesh root() const;
+  std::vector<int64_t> root_dims() const;
+
   bool operator==(const DeviceMesh& other) const { return impl_ == other.impl_; }
   bool same_layout(const DeviceMesh& other) const;  // same shape, ranks and device
   std::string to_string() const;

@@ -131,8 +131,13 @@ DTensor run_hooks(const std::vector<std::pair<int, GradHook>>& hooks, DTensor g)
   return g;
 }
 
-void accumulate_into_leaf(VariableImpl& leaf, DTensor g) {
+// Returns whether the post-accumulate-grad hooks are due (not when a grad sink took the gradient).
+bool accumulate_into_leaf(VariableImpl& leaf, DTensor g) {
   g = run_hooks(leaf.hooks, std::move(g));
+  if (leaf.grad_sink) {
+    leaf.grad_sink(g);
+    return false;
+  }
   const DTensor& data = leaf.data;
   DT_CHECK_ARG(g.shape() == data.shape(), "backward: the gradient of ", leaf.name.empty() ? "a leaf" : leaf.name,
                " has shape ", shape_str(g.shape()), ", the tensor has ", shape_str(data.shape()));
@@ -141,6 +146,7 @@ void accumulate_into_leaf(VariableImpl& leaf, DTensor g) {
   }
   if (g.dtype() != data.dtype()) g = to(g, data.dtype());
   leaf.grad = leaf.grad.defined() ? add(leaf.grad, g) : g;
+  return true;
 }
 
 struct CallbackScope {
@@ -217,10 +223,11 @@ void Engine::run(const std::vector<Variable>& roots, const std::vector<DTensor>&
     if (d == 0) ready.push(n);
   for (const Variable& r : roots)
     if (r.is_leaf() && leaf_deps[r.impl()] == 0 && leaf_buffers.count(r.impl())) {
-      accumulate_into_leaf(*r.impl(), std::move(leaf_buffers[r.impl()]));
+      const bool hooks_due = accumulate_into_leaf(*r.impl(), std::move(leaf_buffers[r.impl()]));
       leaf_buffers.erase(r.impl());
       Variable handle = r;
-      for (const auto& [id, hook] : r.impl()->post_accumulate_hooks) hook(handle);
+      if (hooks_due)
+        for (const auto& [id, hook] : r.impl()->post_accumulate_hooks) hook(handle);
     }
 
   // 2./3. Run the nodes.
@@ -263,9 +270,10 @@ void Engine::run(const std::vector<Variable>& roots, const std::vector<DTensor>&
           DTensor total = std::move(leaf_buffers[leaf]);
           leaf_buffers.erase(leaf);
           if (total.defined()) {
-            accumulate_into_leaf(*leaf, std::move(total));
-            Variable handle = Variable::from_impl(e.leaf);
-            for (const auto& [id, hook] : leaf->post_accumulate_hooks) hook(handle);
+            if (accumulate_into_leaf(*leaf, std::move(total))) {
+              Variable handle = Variable::from_impl(e.leaf);
+              for (const auto& [id, hook] : leaf->post_accumulate_hooks) hook(handle);
+            }
           }
         }
       }

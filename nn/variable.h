@@ -39,6 +39,10 @@ struct VariableImpl {
   std::vector<std::pair<int, GradHook>> hooks;  // leaves only (a non-leaf's hooks live on its grad_fn)
   std::vector<std::pair<int, PostAccumulateGradHook>> post_accumulate_hooks;
   std::string name;  // set by modules for parameters (their fully-qualified name); used in messages
+  // When set (FSDP), a leaf's complete gradient of one backward (after its tensor hooks, before any redistribution)
+  // goes to the sink instead of into .grad(), and the post-accumulate-grad hooks do not run: the sink's owner sets
+  // .grad() and runs them once it reduced the gradient (fsdp/fully_shard.h).
+  std::function<void(const DTensor& grad)> grad_sink;
 };
 
 class Variable {

@@ -41,3 +41,27 @@ TEST(DeviceMeshByType, CudaMeshPicksThisRanksGpuOrSaysThereIsNone) {
 
 }  // namespace
 }  // namespace dt
+
+namespace dt {
+namespace {
+
+TEST(DeviceMeshRoot, SubMeshesKnowTheMeshTheyCameFrom) {
+  run_threads(8, [](CommunicatorPtr world) {
+    DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 2, 2}, {"rep", "shard", "tp"});
+    EXPECT_EQ(mesh.root(), mesh);
+    EXPECT_EQ(mesh.root_dims(), (std::vector<int64_t>{0, 1, 2}));
+    DeviceMesh dp = mesh[{"shard", "rep"}];
+    EXPECT_EQ(dp.root(), mesh);
+    EXPECT_EQ(dp.root_dims(), (std::vector<int64_t>{1, 0}));
+    // A sub-mesh of a sub-mesh maps through to the root's dims.
+    EXPECT_EQ(dp["rep"].root(), mesh);
+    EXPECT_EQ(dp["rep"].root_dims(), (std::vector<int64_t>{0}));
+    EXPECT_EQ(mesh["tp"].root_dims(), (std::vector<int64_t>{2}));
+    // flatten() makes a mesh of its own.
+    DeviceMesh flat = mesh.flatten();
+    EXPECT_EQ(flat.root(), flat);
+  });
+}
+
+}  // namespace
+}  // namespace dt

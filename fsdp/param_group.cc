@@ -1,0 +1,376 @@
+// The FSDP engine (fsdp/param_group.h).
+#include "fsdp/param_group.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+
+#include "core/error.h"
+#include "dtensor/ops.h"
+#include "fsdp/layout.h"
+#include "kernels/chunk_cat.h"
+#include "kernels/ops/elementwise.h"
+#include "placement/layout.h"
+
+namespace dt::fsdp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::mutex g_stats_mu;
+CommStats g_stats;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A collective in flight, timed for CommStats: issue to the first time it is seen complete.
+struct Pending {
+  WorkPtr work;
+  Clock::time_point issued;
+  bool seen_done = false;
+
+  void start(WorkPtr w, int64_t bytes, int64_t CommStats::*counter) {
+    work = std::move(w);
+    issued = Clock::now();
+    seen_done = false;
+    std::lock_guard<std::mutex> lock(g_stats_mu);
+    ++(g_stats.*counter);
+    g_stats.bytes += bytes;
+  }
+  bool active() const { return work != nullptr; }
+  // Notes the completion time when the work finished meanwhile (called at every engine call: cheap).
+  void poll() {
+    if (!work || seen_done || !work->is_completed()) return;
+    seen_done = true;
+    std::lock_guard<std::mutex> lock(g_stats_mu);
+    g_stats.issued_s += seconds_since(issued);
+  }
+  // Waits (the blocked time counts as exposed) and rethrows the collective's error.
+  void finish() {
+    if (!work) return;
+    poll();
+    const auto t0 = Clock::now();
+    const bool was_done = seen_done;
+    WorkPtr w = std::move(work);
+    work = nullptr;
+    w->wait();
+    const double blocked = seconds_since(t0);
+    std::lock_guard<std::mutex> lock(g_stats_mu);
+    g_stats.exposed_s += blocked;
+    if (!was_done) g_stats.issued_s += seconds_since(issued);
+  }
+};
+
+}  // namespace
+
+CommStats comm_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  return g_stats;
+}
+
+void reset_comm_stats() {
+  std::lock_guard<std::mutex> lock(g_stats_mu);
+  g_stats = CommStats{};
+}
+
+struct ParamGroup::Impl {
+  GroupLayout layout;
+  std::vector<std::shared_ptr<Storage>> storages;  // the unsharded parameters' stable storages
+  std::vector<DTensor> unsharded;
+  Tensor gathered;        // the all-gather buffer (S slots of layout.slot_bytes), while unsharding
+  Tensor kept;            // the post-forward share (S/k slots), between a post-forward reshard and the next unshard
+  Pending gather;
+  CommunicatorPtr shard_comm, replicate_comm, post_forward_comm;
+  // Gradients.
+  std::vector<DTensor> acc;  // accumulated unsharded gradients (reduce dtype, the unsharded layout)
+  std::vector<Tensor> reduce_out;  // one per reduce class
+  std::vector<Tensor> reduce_in;   // kept alive while the reduce-scatter runs
+  std::vector<Pending> reduces;    // per reduce class: the reduce-scatter, then (HSDP) the all-reduce
+  std::vector<bool> reduce_stage_ar;
+  std::vector<bool> reduced_has_grad;
+  std::vector<DTensor> sharded_grads;
+};
+
+ParamGroup::ParamGroup(std::string name, std::vector<std::string> names, const std::vector<DTensor>& params,
+                       const DeviceMesh& mesh, const FsdpOptions& options)
+    : name_(std::move(name)), mesh_(mesh), options_(options), names_(std::move(names)), impl_(new Impl) {
+  DT_CHECK_ARG(names_.size() == params.size(), "fsdp: ", params.size(), " parameters but ", names_.size(), " names");
+  Impl& m = *impl_;
+  m.layout = make_group_layout(names_, params, mesh_, options_);
+  m.shard_comm = mesh_.comm(mesh_.ndim() - 1);
+  if (mesh_.ndim() == 2) m.replicate_comm = mesh_.comm(0);
+  if (const int64_t* k = std::get_if<int64_t>(&options_.reshard_after_forward)) {
+    // Ranks k*g .. k*g + k - 1 of the shard dim gather together after a post-forward reshard.
+    const int r = m.shard_comm->rank();
+    m.post_forward_comm = m.shard_comm->split(r / int(*k), r % int(*k));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamLayout& p = m.layout.params[i];
+    params_.push_back(make_shard(params[i], p, options_.offload_policy.cpu_offload));
+    // The stable storage of the gathered value: allocated now, released until the first unshard.
+    auto storage = Storage::create(size_t(p.unsharded_numel()) * dtype_size(p.param_dtype), mesh_.device());
+    storage->release();
+    m.storages.push_back(storage);
+    Tensor local(storage, p.unsharded_local_shape, contiguous_strides(p.unsharded_local_shape), 0, p.param_dtype);
+    m.unsharded.push_back(DTensor::from_local_unchecked(local, p.orig_mesh, p.orig_spec, p.global_shape));
+  }
+  m.acc.resize(params.size());
+  m.sharded_grads.resize(params.size());
+}
+
+ParamGroup::~ParamGroup() {
+  // A collective still in flight writes into our buffers: let it finish (errors are not for a destructor).
+  Impl& m = *impl_;
+  try {
+    if (m.gather.active()) m.gather.work->wait();
+    for (Pending& p : m.reduces)
+      if (p.active()) p.work->wait();
+  } catch (...) {
+  }
+}
+
+const std::string& ParamGroup::param_name(size_t i) const { return names_.at(i); }
+const DTensor& ParamGroup::sharded_param(size_t i) const { return params_.at(i); }
+const DTensor& ParamGroup::unsharded_param(size_t i) const { return impl_->unsharded.at(i); }
+
+int64_t ParamGroup::sharded_bytes() const {
+  int64_t n = 0;
+  for (const DTensor& p : params_) n += int64_t(p.to_local().nbytes());
+  return n;
+}
+
+int64_t ParamGroup::unsharded_bytes() const {
+  int64_t n = 0;
+  for (const ParamLayout& p : impl_->layout.params) n += p.unsharded_numel() * int64_t(dtype_size(p.param_dtype));
+  return n;
+}
+
+// ---- unshard ----
+
+void ParamGroup::unshard(bool async) {
+  Impl& m = *impl_;
+  if (state_ == State::kUnsharded) return;
+  if (state_ == State::kUnsharding) {
+    if (!async) wait_for_unshard();
+    return;
+  }
+  const GroupLayout& L = m.layout;
+  const int64_t S = L.shard_size;
+  m.gathered = Tensor::empty({S * L.slot_bytes}, DType::u8, mesh_.device());
+  if (state_ == State::kPostForward) {
+    // This rank kept S/k slots: gathering them over its k ranks restores all S slots in order.
+    const int64_t share = int64_t(m.kept.numel());
+    m.gather.start(m.post_forward_comm->all_gather(m.kept.data_ptr(), m.gathered.data_ptr(), share, DType::u8,
+                                                   mesh_.device()),
+                   share, &CommStats::all_gathers);
+  } else {
+    const int64_t rank = m.shard_comm->rank();
+    const int64_t base = rank * L.slot_bytes;
+    for (const SlotRun& run : L.runs) {
+      std::vector<kernels::StridedView> in;
+      std::vector<int64_t> padded;
+      std::vector<Tensor> staged;  // cpu_offload: the host shards, copied to the device first
+      for (size_t i = run.first; i < run.last; ++i) {
+        const Tensor& shard = params_[i].to_local();
+        if (!(shard.device() == mesh_.device())) staged.push_back(shard.to(mesh_.device()));
+        in.push_back(kernels::view_of(staged.empty() || shard.device() == mesh_.device() ? shard : staged.back()));
+        padded.push_back(L.params[i].padded_numel);
+      }
+      kernels::chunk_cat(in, static_cast<uint8_t*>(m.gathered.data_ptr()) + base + run.byte_offset, run.dtype,
+                         padded, mesh_.device());
+    }
+    uint8_t* slot = static_cast<uint8_t*>(m.gathered.data_ptr()) + base;
+    m.gather.start(m.shard_comm->all_gather(slot, m.gathered.data_ptr(), L.slot_bytes, DType::u8, mesh_.device()),
+                   L.slot_bytes, &CommStats::all_gathers);
+  }
+  state_ = State::kUnsharding;
+  if (!async) wait_for_unshard();
+}
+
+void ParamGroup::wait_for_unshard() {
+  Impl& m = *impl_;
+  if (state_ == State::kUnsharded) return;
+  if (state_ != State::kUnsharding) unshard(/*async=*/true);
+  m.gather.finish();
+  m.kept = Tensor();
+  // Copy-out: rank r's rows of parameter i sit at the start of its region in slot r.
+  const GroupLayout& L = m.layout;
+  for (size_t i = 0; i < L.params.size(); ++i)
+    m.storages[i]->resize(size_t(L.params[i].unsharded_numel()) * dtype_size(L.params[i].param_dtype));
+  for (int64_t r = 0; r < L.shard_size; ++r) {
+    for (const SlotRun& run : L.runs) {
+      std::vector<kernels::StridedView> out;
+      std::vector<int64_t> padded;
+      for (size_t i = run.first; i < run.last; ++i) {
+        const ParamLayout& p = L.params[i];
+        const IndexRange rows = p.rows_of(r);
+        const Tensor& u = m.unsharded[i].to_local();
+        out.push_back(kernels::view_of(u.view({-1}).narrow(0, rows.begin * p.row_numel, rows.size() * p.row_numel)));
+        padded.push_back(p.padded_numel);
+      }
+      kernels::split_copy(static_cast<const uint8_t*>(m.gathered.data_ptr()) + r * L.slot_bytes + run.byte_offset,
+                          run.dtype, padded, out, mesh_.device());
+    }
+  }
+  m.gathered = Tensor();
+  state_ = State::kUnsharded;
+}
+
+// ---- reshard ----
+
+void ParamGroup::reshard(bool post_forward) {
+  Impl& m = *impl_;
+  if (state_ == State::kSharded || state_ == State::kPostForward) return;
+  if (state_ == State::kUnsharding) wait_for_unshard();  // the buffers are the collective's until it finishes
+  const GroupLayout& L = m.layout;
+  if (post_forward && m.post_forward_comm) {
+    // Keep slots [j*S/k, (j+1)*S/k) of the gathered layout, j = this rank's index among its k ranks.
+    const int64_t per = L.shard_size / m.post_forward_comm->size();
+    const int64_t first = m.post_forward_comm->rank() * per;
+    m.kept = Tensor::empty({per * L.slot_bytes}, DType::u8, mesh_.device());
+    for (int64_t t = 0; t < per; ++t) {
+      for (const SlotRun& run : L.runs) {
+        std::vector<kernels::StridedView> in;
+        std::vector<int64_t> padded;
+        for (size_t i = run.first; i < run.last; ++i) {
+          const ParamLayout& p = L.params[i];
+          const IndexRange rows = p.rows_of(first + t);
+          in.push_back(kernels::view_of(
+              m.unsharded[i].to_local().view({-1}).narrow(0, rows.begin * p.row_numel, rows.size() * p.row_numel)));
+          padded.push_back(p.padded_numel);
+        }
+        kernels::chunk_cat(in, static_cast<uint8_t*>(m.kept.data_ptr()) + t * L.slot_bytes + run.byte_offset,
+                           run.dtype, padded, mesh_.device());
+      }
+    }
+    state_ = State::kPostForward;
+  } else {
+    state_ = State::kSharded;
+  }
+  for (auto& s : m.storages) s->release();
+}
+
+// ---- gradients ----
+
+void ParamGroup::accumulate_grad(size_t i, const DTensor& grad) {
+  Impl& m = *impl_;
+  DT_CHECK_ARG(i < params_.size(), "fsdp: parameter index ", i, " out of range for group ", name_, " of ",
+               params_.size());
+  m.gather.poll();
+  const ParamLayout& p = m.layout.params[i];
+  const DTensor& u = m.unsharded[i];
+  DT_CHECK_ARG(grad.shape() == p.global_shape, "fsdp: the gradient of ", names_[i], " has shape ",
+               shape_str(grad.shape()), ", the parameter ", shape_str(p.global_shape));
+  DTensor g = grad;
+  // Cast first: the tensor-parallel reduction of a Partial gradient runs in the reduce dtype too.
+  if (g.dtype() != p.reduce_dtype) g = to(g, p.reduce_dtype);
+  if (!(g.mesh() == u.mesh()) || !(g.spec() == u.spec()))
+    g = g.mesh() == u.mesh() ? g.redistribute(u.spec()) : g.redistribute(u.mesh(), u.placements());
+  if (m.acc[i].defined()) {
+    m.acc[i] = add(m.acc[i], g);
+  } else {
+    m.acc[i] = g;
+    ++grads_received_;
+  }
+}
+
+void ParamGroup::reduce_grads() {
+  Impl& m = *impl_;
+  if (!sync_grads_) return;  // accumulate unsharded until a backward with sync
+  bool any = false;
+  for (const DTensor& a : m.acc) any = any || a.defined();
+  if (!any) return;
+  wait_for_reduce();  // one reduction of a group in flight at a time
+  const GroupLayout& L = m.layout;
+  const int64_t S = L.shard_size;
+  const Device dev = mesh_.device();
+  m.reduced_has_grad.assign(params_.size(), false);
+  for (size_t i = 0; i < params_.size(); ++i) m.reduced_has_grad[i] = m.acc[i].defined();
+  m.reduce_in.assign(L.reduce_classes.size(), Tensor());
+  m.reduce_out.assign(L.reduce_classes.size(), Tensor());
+  m.reduces.assign(L.reduce_classes.size(), Pending{});
+  m.reduce_stage_ar.assign(L.reduce_classes.size(), false);
+  for (size_t c = 0; c < L.reduce_classes.size(); ++c) {
+    const ReduceClass& rc = L.reduce_classes[c];
+    Tensor in = Tensor::empty({S * rc.slot_numel}, rc.dtype, dev);
+    // Copy-in: slot r holds every parameter's rows of rank r, padded; a parameter without a gradient gives zeros.
+    for (int64_t r = 0; r < S; ++r) {
+      std::vector<kernels::StridedView> views;
+      std::vector<int64_t> padded;
+      std::vector<Tensor> keep;
+      for (size_t i : rc.members) {
+        const ParamLayout& p = L.params[i];
+        const IndexRange rows = p.rows_of(r);
+        Tensor rows_t = m.acc[i].defined()
+                            ? m.acc[i].to_local().contiguous().view({-1}).narrow(
+                                  0, rows.begin * p.row_numel, rows.size() * p.row_numel)
+                            : Tensor::zeros({rows.size() * p.row_numel}, rc.dtype, dev);
+        keep.push_back(rows_t);
+        views.push_back(kernels::view_of(rows_t));
+        padded.push_back(p.reduce_padded_numel);
+      }
+      kernels::chunk_cat(views, static_cast<uint8_t*>(in.data_ptr()) + r * rc.slot_numel * int64_t(dtype_size(rc.dtype)),
+                         rc.dtype, padded, dev);
+    }
+    if (L.pre_divide != 1) in.copy_(kernels::mul_scalar(in, 1.0 / L.pre_divide));
+    Tensor out = Tensor::empty({rc.slot_numel}, rc.dtype, dev);
+    const ReduceOp op = L.average_in_collective ? ReduceOp::kAvg : ReduceOp::kSum;
+    m.reduces[c].start(m.shard_comm->reduce_scatter(in.data_ptr(), out.data_ptr(), rc.slot_numel, rc.dtype, op, dev),
+                       S * rc.slot_numel * int64_t(dtype_size(rc.dtype)), &CommStats::reduce_scatters);
+    m.reduce_in[c] = in;
+    m.reduce_out[c] = out;
+  }
+  for (DTensor& a : m.acc) a = DTensor();
+  grads_received_ = 0;
+  reduce_work_ = m.reduces.empty() ? nullptr : m.reduces[0].work;
+}
+
+void ParamGroup::wait_for_reduce() {
+  Impl& m = *impl_;
+  if (!reduce_work_) return;
+  const GroupLayout& L = m.layout;
+  const Device dev = mesh_.device();
+  for (size_t c = 0; c < m.reduces.size(); ++c) {
+    const ReduceClass& rc = L.reduce_classes[c];
+    m.reduces[c].finish();
+    m.reduce_in[c] = Tensor();
+    if (m.replicate_comm && m.replicate_comm->size() > 1) {
+      const ReduceOp op = L.average_in_collective ? ReduceOp::kAvg : ReduceOp::kSum;
+      m.reduces[c].start(m.replicate_comm->all_reduce(m.reduce_out[c].data_ptr(), m.reduce_out[c].data_ptr(),
+                                                      rc.slot_numel, rc.dtype, op, dev),
+                         rc.slot_numel * int64_t(dtype_size(rc.dtype)), &CommStats::all_reduces);
+      m.reduces[c].finish();
+    }
+    Tensor& out = m.reduce_out[c];
+    if (L.post_divide != 1) out.copy_(kernels::mul_scalar(out, 1.0 / L.post_divide));
+    // The gradient shards: views of the output (a cast or an offload copies).
+    int64_t offset = 0;
+    for (size_t i : rc.members) {
+      const ParamLayout& p = L.params[i];
+      if (m.reduced_has_grad[i]) {
+        const Shape& shape = p.sharded_local_shape;
+        Tensor g = out.narrow(0, offset, shape_numel(shape)).view(shape);
+        const DTensor& sp = params_[i];
+        if (g.dtype() != sp.dtype()) g = g.to(sp.dtype());
+        if (!(sp.to_local().device() == g.device())) g = g.to(sp.to_local().device());
+        m.sharded_grads[i] = DTensor::from_local_unchecked(g, sp.mesh(), sp.spec(), sp.shape());
+      }
+      offset += p.reduce_padded_numel;
+    }
+    out = Tensor();
+  }
+  m.reduces.clear();
+  reduce_work_ = nullptr;
+}
+
+const DTensor& ParamGroup::sharded_grad(size_t i) const { return impl_->sharded_grads.at(i); }
+
+std::vector<DTensor> ParamGroup::take_sharded_grads() {
+  std::vector<DTensor> out(params_.size());
+  std::swap(out, impl_->sharded_grads);
+  return out;
+}
+
+}  // namespace dt::fsdp

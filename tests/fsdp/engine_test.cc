@@ -1,0 +1,208 @@
+// The FSDP engine (fsdp/param_group.h) on the thread backend, against references computed from the full tensors:
+// shards of uneven and empty sizes, gather and refill of stable storages, the gradient reduction (average, sum,
+// HSDP, mixed dtypes), the post-forward share (reshard_after_forward = k), and one collective per call.
+#include <gtest/gtest.h>
+
+#include "dtensor/comm_counter.h"
+#include "fsdp/param_group.h"
+#include "kernels/ops/elementwise.h"
+#include "tests/dtensor/ops/op_test_util.h"
+
+namespace dt {
+namespace {
+
+using fsdp::ParamGroup;
+
+struct Param {
+  std::string name;
+  Shape shape;
+  DType dtype;
+};
+
+// Uneven rows over 3 ranks (7 = 3 + 3 + 1), an empty shard (2 rows: 1 + 1 + 0), a 1-d parameter, an f64 one (a
+// second run of the flat buffer and a second reduce dtype), and one with fewer rows than ranks.
+const std::vector<Param> kParams{{"w", {7, 5}, DType::f32},
+                                 {"b", {2, 4}, DType::f32},
+                                 {"v", {9}, DType::f32},
+                                 {"d", {4, 3}, DType::f64},
+                                 {"one", {1, 6}, DType::f32}};
+
+Tensor value_of(const Param& p, uint64_t seed) { return Tensor::randn(p.shape, seed, p.dtype); }
+
+std::vector<DTensor> replicated(const DeviceMesh& mesh, const std::vector<Param>& params) {
+  std::vector<DTensor> out;
+  for (size_t i = 0; i < params.size(); ++i)
+    out.push_back(distribute_tensor(value_of(params[i], 100 + i), mesh,
+                                    std::vector<Placement>(size_t(mesh.ndim()), Replicate{}), {}, std::nullopt));
+  return out;
+}
+
+std::vector<std::string> names_of(const std::vector<Param>& params) {
+  std::vector<std::string> n;
+  for (const Param& p : params) n.push_back(p.name);
+  return n;
+}
+
+// The gradient rank r hands in for parameter i.
+Tensor grad_of(const Param& p, size_t i, int64_t rank) { return Tensor::randn(p.shape, 1000 + 17 * i + rank, p.dtype); }
+
+TEST(FsdpEngine, ShardsGatherAndRefillUnevenParameters) {
+  op_test::on_mesh({3}, [](const DeviceMesh& mesh) {
+    ParamGroup g("group", names_of(kParams), replicated(mesh, kParams), mesh, {});
+    const int64_t r = mesh.local_rank(0);
+    for (size_t i = 0; i < kParams.size(); ++i) {
+      const Tensor full = value_of(kParams[i], 100 + i);
+      const DTensor& s = g.sharded_param(i);
+      EXPECT_EQ(s.placements(), (std::vector<Placement>{Shard{0}})) << kParams[i].name;
+      const IndexRange rows = chunk_range(full.size(0), 3, r);
+      EXPECT_TRUE(equal(s.to_local(), full.narrow(0, rows.begin, rows.size()))) << kParams[i].name;
+      EXPECT_TRUE(equal(s.full_tensor(), full)) << kParams[i].name;
+    }
+    std::vector<const Storage*> storages;
+    for (int round = 0; round < 2; ++round) {
+      CommCounter counter(mesh);
+      g.unshard();
+      g.wait_for_unshard();
+      EXPECT_EQ(counter.count(CollectiveKind::kAllGather), 1) << "one all-gather per group";
+      EXPECT_EQ(counter.total(), 1);
+      for (size_t i = 0; i < kParams.size(); ++i) {
+        const Tensor& u = g.unsharded_param(i).to_local();
+        EXPECT_TRUE(equal(u, value_of(kParams[i], 100 + i))) << kParams[i].name << " round " << round;
+        if (round == 0) storages.push_back(u.storage().get());
+        EXPECT_EQ(u.storage().get(), storages[i]) << "the storage keeps its identity";
+      }
+      g.reshard();
+      for (size_t i = 0; i < kParams.size(); ++i)
+        EXPECT_TRUE(g.unsharded_param(i).to_local().storage()->is_released()) << kParams[i].name;
+      EXPECT_THROW(g.unsharded_param(0).to_local().data_ptr(), Error);
+    }
+  });
+}
+
+void check_reduction(const DeviceMesh& mesh, const fsdp::FsdpOptions& options, double divide) {
+  ParamGroup g("group", names_of(kParams), replicated(mesh, kParams), mesh, options);
+  const int64_t n = mesh.size();
+  const int64_t me = mesh.shape().linear_index(mesh.coordinate());
+  const int64_t shard_size = mesh.size(mesh.ndim() - 1), shard_rank = mesh.local_rank(mesh.ndim() - 1);
+  g.unshard(false);
+  // Every parameter but "v" gets a gradient, "w" twice (the two are summed).
+  for (size_t i = 0; i < kParams.size(); ++i) {
+    if (kParams[i].name == "v") continue;
+    const DTensor& u = g.unsharded_param(i);
+    Tensor grad = grad_of(kParams[i], i, me);
+    g.accumulate_grad(i, DTensor::from_local(grad, u.mesh(), u.placements()));
+    if (kParams[i].name == "w") g.accumulate_grad(i, DTensor::from_local(grad, u.mesh(), u.placements()));
+  }
+  g.reshard();
+  g.reduce_grads();
+  g.wait_for_reduce();
+  for (size_t i = 0; i < kParams.size(); ++i) {
+    const DTensor& got = g.sharded_grad(i);
+    if (kParams[i].name == "v") {
+      EXPECT_FALSE(got.defined()) << "no gradient was given";
+      continue;
+    }
+    ASSERT_TRUE(got.defined()) << kParams[i].name;
+    EXPECT_TRUE(got.spec() == g.sharded_param(i).spec()) << kParams[i].name;
+    // Reference: the sum over every rank of the mesh (in f64), divided.
+    Tensor want = Tensor::zeros(kParams[i].shape, DType::f64);
+    for (int64_t r = 0; r < n; ++r) {
+      Tensor term = grad_of(kParams[i], i, r).to(DType::f64);
+      if (kParams[i].name == "w") term = kernels::mul_scalar(term, 2.0);
+      want = kernels::add(want, term);
+    }
+    want = kernels::mul_scalar(want, 1.0 / divide);
+    const IndexRange rows = chunk_range(kParams[i].shape[0], shard_size, shard_rank);
+    want = want.narrow(0, rows.begin, rows.size()).to(kParams[i].dtype);
+    EXPECT_TRUE(allclose(got.to_local(), want, 1e-5, 1e-6))
+        << kParams[i].name << ": max difference " << max_abs_diff(got.to_local(), want);
+  }
+}
+
+TEST(FsdpEngine, ReduceScatterAveragesOrSumsUnevenGradients) {
+  op_test::on_mesh({3}, [](const DeviceMesh& mesh) {
+    check_reduction(mesh, {}, 3.0);                                    // the default: the average
+    check_reduction(mesh, {.gradient_divide_factor = 1.0}, 1.0);       // the sum
+    check_reduction(mesh, {.gradient_divide_factor = 6.0}, 6.0);       // any factor
+  });
+}
+
+TEST(FsdpEngine, HsdpReducesOverShardThenReplicate) {
+  op_test::on_mesh({2, 2}, [](const DeviceMesh& mesh) {
+    CommCounter counter(mesh);
+    check_reduction(mesh, {}, 4.0);
+    EXPECT_EQ(counter.count(CollectiveKind::kReduceScatter, 1), 2) << "one per reduce dtype (f32, f64), over shard";
+    EXPECT_EQ(counter.count(CollectiveKind::kAllReduce, 0), 2) << "one per reduce dtype, over replicate";
+  });
+}
+
+TEST(FsdpEngine, MixedPrecisionGathersAndReducesInTheirDtypes) {
+  op_test::on_mesh({2}, [](const DeviceMesh& mesh) {
+    fsdp::FsdpOptions o;
+    o.mp_policy.param_dtype = DType::bf16;
+    o.mp_policy.reduce_dtype = DType::f32;
+    const std::vector<Param> params{{"w", {5, 3}, DType::f32}};
+    ParamGroup g("group", names_of(params), replicated(mesh, params), mesh, o);
+    g.unshard(false);
+    const Tensor& u = g.unsharded_param(0).to_local();
+    EXPECT_EQ(u.dtype(), DType::bf16);
+    EXPECT_TRUE(equal(u, value_of(params[0], 100).to(DType::bf16)));
+    const int64_t me = mesh.local_rank(0);
+    g.accumulate_grad(0, DTensor::from_local(grad_of(params[0], 0, me).to(DType::bf16), mesh, {Replicate{}}));
+    g.reduce_grads();
+    g.wait_for_reduce();
+    const Tensor& got = g.sharded_grad(0).to_local();
+    EXPECT_EQ(got.dtype(), DType::f32) << "the gradient shard has the parameter's dtype";
+    Tensor want = kernels::mul_scalar(kernels::add(grad_of(params[0], 0, 0).to(DType::bf16).to(DType::f32),
+                                                   grad_of(params[0], 0, 1).to(DType::bf16).to(DType::f32)),
+                                      0.5);
+    const IndexRange rows = chunk_range(5, 2, me);
+    EXPECT_TRUE(allclose(got, want.narrow(0, rows.begin, rows.size()), 1e-6, 1e-7));
+  });
+}
+
+TEST(FsdpEngine, ReshardAfterForwardKeepsAShareAndGathersOverFewerRanks) {
+  op_test::on_mesh({4}, [](const DeviceMesh& mesh) {
+    ParamGroup g("group", names_of(kParams), replicated(mesh, kParams), mesh, {.reshard_after_forward = int64_t(2)});
+    g.unshard(false);
+    g.reshard(/*post_forward=*/true);
+    EXPECT_EQ(g.state(), ParamGroup::State::kPostForward);
+    CommCounter counter;
+    g.unshard(false);
+    ASSERT_EQ(counter.count(CollectiveKind::kAllGather), 1);
+    EXPECT_EQ(counter.records()[0].group_size, 2) << "the backward all-gather runs over 2 ranks";
+    for (size_t i = 0; i < kParams.size(); ++i)
+      EXPECT_TRUE(equal(g.unsharded_param(i).to_local(), value_of(kParams[i], 100 + i))) << kParams[i].name;
+    g.reshard();
+    EXPECT_EQ(g.state(), ParamGroup::State::kSharded);
+  });
+}
+
+TEST(FsdpEngine, RejectsBadInput) {
+  op_test::on_mesh({2}, [](const DeviceMesh& mesh) {
+    auto expect_error = [](const std::function<void()>& f, const std::string& needle) {
+      try {
+        f();
+        ADD_FAILURE() << "expected an error containing '" << needle << "'";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      }
+    };
+    const std::vector<Param> one{{"w", {4, 2}, DType::f32}};
+    // Already sharded on the FSDP mesh.
+    std::vector<DTensor> sharded{distribute_tensor(value_of(one[0], 1), mesh, {Shard{0}}, {}, std::nullopt)};
+    expect_error([&] { ParamGroup g("g", {"w"}, sharded, mesh, {}); }, "already laid out as S(0)");
+    // A scalar.
+    std::vector<DTensor> scalar{distribute_tensor(Tensor::ones({}), mesh, {Replicate{}}, {}, std::nullopt)};
+    expect_error([&] { ParamGroup g("g", {"s"}, scalar, mesh, {}); }, "is a scalar");
+    // reshard_after_forward that does not divide the shard size.
+    expect_error([&] { ParamGroup g("g", {"w"}, replicated(mesh, one), mesh, {.reshard_after_forward = int64_t(3)}); },
+                 "must divide the shard size");
+    // A mesh that is not related to the parameter's.
+    DeviceMesh other = DeviceMesh::create(mesh.world(), mesh.device(), {2});
+    expect_error([&] { ParamGroup g("g", {"w"}, replicated(other, one), mesh, {}); }, "does not come from");
+  });
+}
+
+}  // namespace
+}  // namespace dt
