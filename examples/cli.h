@@ -27,8 +27,10 @@ template <typename T>
 bool parse_number(const std::string& text, T& dst) {
   try {
     size_t used = 0;
-    if constexpr (std::is_floating_point_v<T>) dst = T(std::stod(text, &used));
-    else dst = T(std::stoll(text, &used));
+    if constexpr (std::is_floating_point_v<T>)
+      dst = T(std::stod(text, &used));
+    else
+      dst = T(std::stoll(text, &used));
     return used == text.size();
   } catch (const std::exception&) {
     return false;

@@ -64,22 +64,38 @@ Args parse(int argc, char** argv) {
       const std::string v = argv[++i];
       if (!dt::examples::parse_number(v, dst)) usage(k + ": not a number: " + v);
     };
-    if (k == "--dp") num(a.dp);
-    else if (k == "--tp") num(a.tp);
-    else if (k == "--layers") num(a.layers);
-    else if (k == "--dim") num(a.dim);
-    else if (k == "--hidden") num(a.hidden);
-    else if (k == "--batch") num(a.batch);
-    else if (k == "--seq") num(a.seq);
-    else if (k == "--steps") num(a.steps);
-    else if (k == "--warmup") num(a.warmup);
-    else if (k == "--seed") num(a.seed);
-    else if (k == "--lr") num(a.lr);
-    else if (k == "--threads") num(a.threads);
-    else if (k == "--fsdp") a.fsdp = true;
-    else if (k == "--json") a.json = true;
-    else if (k == "--help" || k == "-h") usage("help");
-    else usage("unknown option " + k);
+    if (k == "--dp")
+      num(a.dp);
+    else if (k == "--tp")
+      num(a.tp);
+    else if (k == "--layers")
+      num(a.layers);
+    else if (k == "--dim")
+      num(a.dim);
+    else if (k == "--hidden")
+      num(a.hidden);
+    else if (k == "--batch")
+      num(a.batch);
+    else if (k == "--seq")
+      num(a.seq);
+    else if (k == "--steps")
+      num(a.steps);
+    else if (k == "--warmup")
+      num(a.warmup);
+    else if (k == "--seed")
+      num(a.seed);
+    else if (k == "--lr")
+      num(a.lr);
+    else if (k == "--threads")
+      num(a.threads);
+    else if (k == "--fsdp")
+      a.fsdp = true;
+    else if (k == "--json")
+      a.json = true;
+    else if (k == "--help" || k == "-h")
+      usage("help");
+    else
+      usage("unknown option " + k);
   }
   if (a.hidden == 0) a.hidden = 4 * a.dim;
   if (a.dp < 1 || a.tp < 1 || a.layers < 1 || a.dim < 1 || a.hidden < 1 || a.batch < 1 || a.seq < 1 || a.steps < 0 ||
@@ -173,8 +189,8 @@ int main(int argc, char** argv) {
 
     auto model = std::make_shared<Mlp>(a.layers, a.dim, a.hidden);
     if (a.tp > 1)
-      dt::nn::parallelize_module(model, tp, {{"layers.*.fc1", dt::nn::ColwiseParallel()},
-                                             {"layers.*.fc2", dt::nn::RowwiseParallel()}});
+      dt::nn::parallelize_module(
+          model, tp, {{"layers.*.fc1", dt::nn::ColwiseParallel()}, {"layers.*.fc2", dt::nn::RowwiseParallel()}});
     model->materialize(tp, uint64_t(a.seed));
     int64_t num_params = 0;  // global element count
     for (const auto& p : model->parameters()) num_params += p.data().numel();
@@ -201,10 +217,11 @@ int main(int argc, char** argv) {
     const MemoryTheory theory = memory_theory(a, rows, local_param_bytes, group_unsharded);
     const dt::Device device = mesh.device();
     if (lead && !a.json)
-      std::printf("fsdp_mlp: %lld blocks, dim %lld, hidden %lld, batch %lld x seq %lld; %lld parameters; mesh (dp %lld, "
-                  "tp %lld)%s, %d thread(s) per rank\n",
-                  (long long)a.layers, (long long)a.dim, (long long)a.hidden, (long long)a.batch, (long long)a.seq,
-                  (long long)num_params, (long long)a.dp, (long long)a.tp, a.fsdp ? ", FSDP over dp" : "", threads);
+      std::printf(
+          "fsdp_mlp: %lld blocks, dim %lld, hidden %lld, batch %lld x seq %lld; %lld parameters; mesh (dp %lld, "
+          "tp %lld)%s, %d thread(s) per rank\n",
+          (long long)a.layers, (long long)a.dim, (long long)a.hidden, (long long)a.batch, (long long)a.seq,
+          (long long)num_params, (long long)a.dp, (long long)a.tp, a.fsdp ? ", FSDP over dp" : "", threads);
     for (int64_t step = 1; step <= a.steps; ++step) {
       if (step == a.warmup + 1) dt::fsdp::reset_comm_stats();
       const dt::Tensor x = dt::Tensor::randn_block({a.batch, a.seq, a.dim}, {row0, 0, 0}, {rows, a.seq, a.dim},
@@ -223,14 +240,16 @@ int main(int argc, char** argv) {
       if (lead) {
         const double peak = double(dt::allocator_for(device).peak_allocated_bytes());
         if (a.json)
-          std::printf("{\"step\":%lld,\"loss\":%.8g,\"step_s\":%.6f,\"rss_base_bytes\":%lld,\"rss_peak_bytes\":%lld,"
-                      "\"peak_bytes\":%.0f}\n",
-                      (long long)step, value, secs, (long long)rss_base, (long long)dt::process_peak_rss_bytes(), peak);
+          std::printf(
+              "{\"step\":%lld,\"loss\":%.8g,\"step_s\":%.6f,\"rss_base_bytes\":%lld,\"rss_peak_bytes\":%lld,"
+              "\"peak_bytes\":%.0f}\n",
+              (long long)step, value, secs, (long long)rss_base, (long long)dt::process_peak_rss_bytes(), peak);
         else
-          std::printf("step %4lld  loss %.6f  %8.2f ms  allocator peak %.1f MiB  RSS peak above the footprint %.1f "
-                      "MiB\n",
-                      (long long)step, value, secs * 1e3, peak / 1048576.0,
-                      double(dt::process_peak_rss_bytes() - rss_base) / 1048576.0);
+          std::printf(
+              "step %4lld  loss %.6f  %8.2f ms  allocator peak %.1f MiB  RSS peak above the footprint %.1f "
+              "MiB\n",
+              (long long)step, value, secs * 1e3, peak / 1048576.0,
+              double(dt::process_peak_rss_bytes() - rss_base) / 1048576.0);
         std::fflush(stdout);
       }
     }
@@ -251,23 +270,25 @@ int main(int argc, char** argv) {
         return s + "]";
       };
       const double hidden = c.issued_s > 0 ? 1.0 - c.exposed_s / c.issued_s : 0.0;
-      std::printf("{\"impl\":\"dtensor\",\"fsdp\":%s,\"params\":%lld,\"threads\":%d,\"dp\":%lld,\"tp\":%lld,"
-                  "\"comm\":{\"steps\":%lld,\"issued_s\":%.6f,\"exposed_s\":%.6f,\"hidden_share\":%.4f,"
-                  "\"all_gathers\":%lld,\"reduce_scatters\":%lld,\"all_reduces\":%lld,\"bytes\":%lld},"
-                  "\"memory\":{\"rss_base_bytes_per_rank\":%s,\"rss_peak_bytes_per_rank\":%s,"
-                  "\"peak_bytes_per_rank\":%s,\"theory_bytes\":%lld,\"theory\":{\"params_and_moments\":%lld,\"grads\":%lld,"
-                  "\"activations\":%lld,\"transients\":%lld,\"gathered\":%lld}}}\n",
-                  a.fsdp ? "true" : "false", (long long)num_params, threads, (long long)a.dp, (long long)a.tp,
-                  (long long)std::max<int64_t>(0, a.steps - a.warmup), c.issued_s, c.exposed_s, hidden,
-                  (long long)c.all_gathers, (long long)c.reduce_scatters, (long long)c.all_reduces, (long long)c.bytes,
-                  list(0).c_str(), list(1).c_str(), list(2).c_str(), (long long)theory.total(),
-                  (long long)theory.params_and_moments, (long long)theory.grads, (long long)theory.activations,
-                  (long long)theory.transients, (long long)theory.gathered);
+      std::printf(
+          "{\"impl\":\"dtensor\",\"fsdp\":%s,\"params\":%lld,\"threads\":%d,\"dp\":%lld,\"tp\":%lld,"
+          "\"comm\":{\"steps\":%lld,\"issued_s\":%.6f,\"exposed_s\":%.6f,\"hidden_share\":%.4f,"
+          "\"all_gathers\":%lld,\"reduce_scatters\":%lld,\"all_reduces\":%lld,\"bytes\":%lld},"
+          "\"memory\":{\"rss_base_bytes_per_rank\":%s,\"rss_peak_bytes_per_rank\":%s,"
+          "\"peak_bytes_per_rank\":%s,\"theory_bytes\":%lld,\"theory\":{\"params_and_moments\":%lld,\"grads\":%lld,"
+          "\"activations\":%lld,\"transients\":%lld,\"gathered\":%lld}}}\n",
+          a.fsdp ? "true" : "false", (long long)num_params, threads, (long long)a.dp, (long long)a.tp,
+          (long long)std::max<int64_t>(0, a.steps - a.warmup), c.issued_s, c.exposed_s, hidden,
+          (long long)c.all_gathers, (long long)c.reduce_scatters, (long long)c.all_reduces, (long long)c.bytes,
+          list(0).c_str(), list(1).c_str(), list(2).c_str(), (long long)theory.total(),
+          (long long)theory.params_and_moments, (long long)theory.grads, (long long)theory.activations,
+          (long long)theory.transients, (long long)theory.gathered);
       if (!a.json)
-        std::printf("communication hidden behind compute: %.0f%% (%.3f s issued, %.3f s exposed); allocator peak "
-                    "%.1f MiB against %.1f MiB in theory (rank 0)\n",
-                    100 * hidden, c.issued_s, c.exposed_s, double(all.data<int64_t>()[2]) / 1048576.0,
-                    double(theory.total()) / 1048576.0);
+        std::printf(
+            "communication hidden behind compute: %.0f%% (%.3f s issued, %.3f s exposed); allocator peak "
+            "%.1f MiB against %.1f MiB in theory (rank 0)\n",
+            100 * hidden, c.issued_s, c.exposed_s, double(all.data<int64_t>()[2]) / 1048576.0,
+            double(theory.total()) / 1048576.0);
       std::fflush(stdout);
     }
     if (launched) dt::destroy_process_group();
