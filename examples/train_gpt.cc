@@ -21,9 +21,11 @@
 #include "collectives/thread/thread_comm.h"
 #include "core/allocator.h"
 #include "core/config.h"
+#include "core/process_memory.h"
 #include "core/splitmix.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
+#include "fsdp/fully_shard.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ops/matmul.h"
 #include "nn/gpt.h"
@@ -35,7 +37,9 @@ struct Args {
   int64_t dp = 1, tp = 1, layers = 2, dim = 128, heads = 4, vocab = 512, seq = 64, batch = 8, steps = 20;
   int64_t hidden = 0, seed = 0, threads = 0, successors = 4, warmup = 0;
   double lr = 1e-3, clip = 1.0;
-  bool json = false, sequence_parallel = false, checkpoint = false, cuda = false;
+  bool json = false, sequence_parallel = false, checkpoint = false, cuda = false, fsdp = false;
+  int64_t hsdp = 1;              // replicate groups of HSDP (1: plain FSDP)
+  std::string mixed_precision;   // "", "bf16" or "f16": FSDP's param dtype (gradients reduced in f32)
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -43,7 +47,7 @@ struct Args {
             << "usage: train_gpt [--dp D] [--tp T] [--layers 2] [--dim 128] [--heads 4] [--vocab 512] [--seq 64]\n"
                "                 [--batch 8] [--hidden 4*dim] [--steps 20] [--seed 0] [--lr 1e-3] [--warmup 0]\n"
                "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel] [--checkpoint]\n"
-               "                 [--device cpu|cuda] [--json]\n"
+               "                 [--device cpu|cuda] [--fsdp] [--hsdp R] [--mixed-precision bf16|f16] [--json]\n"
                "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
   std::exit(2);
 }
@@ -81,6 +85,16 @@ Args parse(int argc, char** argv) {
     else if (k == "--successors") num(a.successors);
     else if (k == "--threads") num(a.threads);
     else if (k == "--json") a.json = true;
+    else if (k == "--fsdp") a.fsdp = true;
+    else if (k == "--hsdp") {
+      num(a.hsdp);
+      a.fsdp = true;
+    } else if (k == "--mixed-precision") {
+      if (i + 1 >= argc) usage("--mixed-precision needs bf16 or f16");
+      a.mixed_precision = argv[++i];
+      if (a.mixed_precision != "bf16" && a.mixed_precision != "f16")
+        usage("--mixed-precision: bf16 or f16, not " + a.mixed_precision);
+    }
     else if (k == "--device") {
       if (i + 1 >= argc) usage("--device needs cpu or cuda");
       const std::string v = argv[++i];
@@ -95,6 +109,8 @@ Args parse(int argc, char** argv) {
   if (a.dp < 1 || a.tp < 1 || a.steps < 0 || a.batch < 1 || a.seq < 2 || a.vocab < 2 || a.successors < 1 ||
       a.successors > a.vocab)
     usage("sizes must be positive (seq >= 2, 1 <= successors <= vocab)");
+  if (a.hsdp < 1 || a.dp % a.hsdp != 0) usage("--hsdp R: R must divide --dp");
+  if (!a.mixed_precision.empty() && !a.fsdp) usage("--mixed-precision is FSDP's: add --fsdp");
   return a;
 }
 
@@ -170,9 +186,15 @@ int main(int argc, char** argv) {
     dt::kernels::set_intra_op_threads(threads);
 
     // --device cuda: this rank's GPU (several ranks may share one: the world's backend moves the data).
-    dt::DeviceMesh mesh = dt::DeviceMesh::create(a.cuda ? dt::DeviceType::kCUDA : dt::DeviceType::kCPU,
-                                                 {a.dp, a.tp}, {"dp", "tp"});
-    dt::DeviceMesh tp = mesh["tp"], dp = mesh["dp"];
+    // HSDP splits dp into (replicate, shard); the batch is split over all of dp either way.
+    const dt::DeviceType type = a.cuda ? dt::DeviceType::kCUDA : dt::DeviceType::kCPU;
+    const std::vector<std::string> dp_dims =
+        a.hsdp > 1 ? std::vector<std::string>{"dp_replicate", "dp_shard"} : std::vector<std::string>{"dp"};
+    dt::DeviceMesh mesh = a.hsdp > 1 ? dt::DeviceMesh::create(type, {a.hsdp, a.dp / a.hsdp, a.tp},
+                                                              {"dp_replicate", "dp_shard", "tp"})
+                                     : dt::DeviceMesh::create(type, {a.dp, a.tp}, {"dp", "tp"});
+    dt::DeviceMesh tp = mesh["tp"], dp = a.hsdp > 1 ? mesh.flatten(dp_dims, "dp") : mesh["dp"];
+    const int64_t rss_base = dt::process_rss_bytes();
     dt::nn::GptConfig cfg;
     cfg.vocab = a.vocab;
     cfg.dim = a.dim;
@@ -184,6 +206,18 @@ int main(int argc, char** argv) {
     if (a.checkpoint)
       for (auto& block : model->layers) block->set_checkpointing(true);
     model->materialize(tp, uint64_t(a.seed));
+    if (a.fsdp) {
+      // Blocks first, then the root (embeddings, final norm, head). Gradients are summed (the loss below is already
+      // a share of the global mean).
+      dt::fsdp::FsdpOptions o{.mesh_dims = dp_dims, .gradient_divide_factor = 1.0};
+      if (!a.mixed_precision.empty()) {
+        o.mp_policy.param_dtype = a.mixed_precision == "bf16" ? dt::DType::bf16 : dt::DType::f16;
+        o.mp_policy.reduce_dtype = dt::DType::f32;
+      }
+      for (auto& block : model->layers) dt::fsdp::fully_shard(block, mesh, o);
+      o.mp_policy.output_dtype = dt::DType::f32;  // the loss in f32
+      dt::fsdp::fully_shard(model, mesh, o);
+    }
     const std::vector<dt::nn::Variable> params = model->parameters();
     dt::nn::AdamW opt(params, {.lr = a.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
     const dt::nn::WarmupCosine schedule{a.lr, a.warmup, std::max<int64_t>(a.steps, 1), a.lr * 0.1};
@@ -198,8 +232,9 @@ int main(int argc, char** argv) {
       std::printf("train_gpt: %lld layers, dim %lld, %lld heads, vocab %lld, seq %lld, batch %lld; %lld parameters\n",
                   (long long)a.layers, (long long)a.dim, (long long)a.heads, (long long)a.vocab, (long long)a.seq,
                   (long long)a.batch, (long long)model->num_parameters());
-      std::printf("mesh (dp %lld, tp %lld)%s; corpus: %lld successors per token, entropy floor %.4f nats\n",
+      std::printf("mesh (dp %lld, tp %lld)%s%s; corpus: %lld successors per token, entropy floor %.4f nats\n",
                   (long long)a.dp, (long long)a.tp, a.sequence_parallel ? " with sequence parallelism" : "",
+                  !a.fsdp ? "" : a.hsdp > 1 ? (", HSDP (" + std::to_string(a.hsdp) + " replicas)").c_str() : ", FSDP",
                   (long long)a.successors, corpus.entropy_floor());
     }
     double first_loss = 0, last_loss = 0, total_s = 0;
@@ -215,7 +250,7 @@ int main(int argc, char** argv) {
       dt::nn::Variable loss = dt::nn::div(
           dt::nn::cross_entropy(logits, dt::as_replicate(targets, tp), -100, dt::LossReduction::kSum), tokens_per_step);
       loss.backward();
-      if (a.dp > 1) dt::nn::all_reduce_gradients(params, dp, dt::ReduceOp::kSum);
+      if (a.dp > 1 && !a.fsdp) dt::nn::all_reduce_gradients(params, dp, dt::ReduceOp::kSum);
       if (a.clip > 0) dt::nn::clip_grad_norm_(params, a.clip);
       opt.step();
       opt.zero_grad();
@@ -229,8 +264,10 @@ int main(int argc, char** argv) {
       const double peak = double(dt::allocator_for(mesh.device()).peak_allocated_bytes());
       if (lead) {
         if (a.json)
-          std::printf("{\"step\":%lld,\"loss\":%.8g,\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"peak_bytes\":%.0f}\n",
-                      (long long)step, value, secs, tokens_per_step / secs, peak);
+          std::printf("{\"step\":%lld,\"loss\":%.8g,\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"peak_bytes\":%.0f,"
+                      "\"rss_base_bytes\":%lld,\"rss_peak_bytes\":%lld}\n",
+                      (long long)step, value, secs, tokens_per_step / secs, peak, (long long)rss_base,
+                      (long long)dt::process_peak_rss_bytes());
         else
           std::printf("step %4lld  loss %.5f  %9.0f tokens/s  lr %.2e  peak %s per rank\n", (long long)step, value,
                       tokens_per_step / secs, opt.lr(), mib(peak).c_str());

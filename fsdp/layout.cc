@@ -44,7 +44,7 @@ void place_shard(ParamLayout& p, const DeviceMesh& param_mesh, const ShardingSpe
     owner[size_t(d)] = 1;
   }
   for (size_t d = 0; d < owner.size(); ++d)
-    DT_CHECK_ARG(owner[d] >= 0, "fully_shard: mesh dim ", d, " of ", root.to_string(),
+    DT_CHECK_ARG(owner[d] >= 0 || root.size(int64_t(d)) == 1, "fully_shard: mesh dim ", d, " of ", root.to_string(),
                  " belongs to neither the FSDP mesh ", mesh.to_string(), " nor parameter ", p.name, "'s mesh ",
                  param_mesh.to_string());
   std::vector<Placement> pl(size_t(root.ndim()), Replicate{});

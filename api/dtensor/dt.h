@@ -6,7 +6,7 @@
 //   auto mesh = dt::DeviceMesh::create(dt::DeviceType::kCPU, {2, 2}, {"dp", "tp"});
 //   auto x = dt::distribute_tensor(full, mesh, {dt::Shard(0), dt::Replicate()});
 //
-// It lives in api/, the top layer, so that it may include every layer below it (nn/ and fsdp/ join as they land).
+// It lives in api/, the top layer, so that it may include every layer below it (the C API joins as it lands).
 // It is installed as <dtensor/dt.h>, beside (not inside) the installed dtensor/ layer folder, so it is never
 // confused with that folder's own headers. It includes no backend internals (no UCX, NCCL or CUDA headers): backends
 // are reached through collectives/process_group.h.
@@ -23,7 +23,18 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "dtensor/visualize.h"
+#include "fsdp/fully_shard.h"
+#include "fsdp/options.h"
+#include "fsdp/param_group.h"
 #include "kernels/ops/matmul.h"
+#include "nn/autograd.h"
+#include "nn/gpt.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/ops.h"
+#include "nn/optim.h"
+#include "nn/parallel.h"
+#include "nn/variable.h"
 #include "placement/placement.h"
 #include "placement/planner.h"
 #include "placement/sharding_spec.h"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""examples/train_gpt on one process and on real processes with tp = 2, tp = 4 and dp x tp = 2 x 2 (dtrun, UCX):
-the losses of the first 20 steps must agree with the one-process run within 1e-4 relative, and every run must print
-one JSON line per step with the fields the issue names.
+"""examples/train_gpt on one process and on real processes with tp = 2, tp = 4, dp x tp = 2 x 2, FSDP over 2, HSDP
+2 x 2 and FSDP 2 x TP 2 (dtrun, UCX): the losses of the first 20 steps must agree with the one-process run within
+1e-4 relative, and every run must print one JSON line per step with the fields the issues name. The vocabulary (97)
+splits unevenly over 2 and 4 ranks, for TP and for FSDP's dim-0 shards.
 
 Usage: train_gpt_losses.py DTRUN TRAIN_GPT [--device cuda]
 
@@ -14,7 +15,7 @@ import subprocess
 import sys
 
 STEPS = 20
-COMMON = ["--steps", str(STEPS), "--json", "--layers", "2", "--dim", "64", "--heads", "4", "--vocab", "96",
+COMMON = ["--steps", str(STEPS), "--json", "--layers", "2", "--dim", "64", "--heads", "4", "--vocab", "97",
           "--seq", "16", "--batch", "4", "--threads", "1"]
 
 
@@ -24,7 +25,7 @@ def run(cmd):
         sys.exit(f"{' '.join(cmd)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     for r in rows:
-        missing = {"step", "loss", "tokens_per_s", "peak_bytes"} - set(r)
+        missing = {"step", "loss", "tokens_per_s", "peak_bytes", "rss_peak_bytes"} - set(r)
         if missing:
             sys.exit(f"{' '.join(cmd)}: a JSON line lacks {sorted(missing)}: {r}")
     if [r["step"] for r in rows] != list(range(1, STEPS + 1)):
@@ -46,7 +47,12 @@ def main_cuda(dtrun, train):
     for step, (a, b) in enumerate(zip(tp, gpu), start=1):
         if abs(a - b) > 1e-4 * abs(b):
             sys.exit(f"cuda tp 2: step {step} loss {a} differs from one GPU process {b}")
-    print(f"cuda: {STEPS} losses match the CPU (1e-3) and tp 2 matches one GPU process (1e-4)")
+    fsdp = run([dtrun, "--nproc-per-node", "2", "--timeout", "300", train, "--device", "cuda", "--dp", "2", "--fsdp"]
+               + COMMON)
+    for step, (a, b) in enumerate(zip(fsdp, gpu), start=1):
+        if abs(a - b) > 1e-4 * abs(b):
+            sys.exit(f"cuda fsdp 2: step {step} loss {a} differs from one GPU process {b}")
+    print(f"cuda: {STEPS} losses match the CPU (1e-3); tp 2 and fsdp 2 match one GPU process (1e-4)")
 
 
 def main():
@@ -59,7 +65,10 @@ def main():
     worst = 0.0
     for name, n, flags in [("tp 2", 2, ["--tp", "2"]), ("tp 4", 4, ["--tp", "4"]),
                            ("dp 2 x tp 2", 4, ["--dp", "2", "--tp", "2"]),
-                           ("tp 2 sequence parallel", 2, ["--tp", "2", "--sequence-parallel"])]:
+                           ("tp 2 sequence parallel", 2, ["--tp", "2", "--sequence-parallel"]),
+                           ("fsdp 2", 2, ["--dp", "2", "--fsdp"]),
+                           ("hsdp 2 x 2", 4, ["--dp", "4", "--hsdp", "2"]),
+                           ("fsdp 2 x tp 2", 4, ["--dp", "2", "--tp", "2", "--fsdp"])]:
         got = run([dtrun, "--nproc-per-node", str(n), "--timeout", "120", train] + flags + COMMON)
         for step, (a, b) in enumerate(zip(got, ref), start=1):
             rel = abs(a - b) / abs(b)
