@@ -92,8 +92,8 @@ def main():
     if not torch_only:
         missing = [f for f in (fsdp_mlp, dtrun) if not os.access(f, os.X_OK)]
         if missing:
-            log(f"bench/fsdp: {', '.join(missing)} missing (ninja -C {build} bench/fsdp_mlp tools/dtrun; fsdp_mlp is "
-                "built when the tree has the FSDP layer): running the PyTorch side only")
+            log(f"bench/fsdp: {', '.join(missing)} missing (ninja -C {build} bench/fsdp_mlp tools/dtrun): running the "
+                "PyTorch side only")
             torch_only = True
     python = benchlib.ensure_venv(benchlib.venv_dir(build), "bench/fsdp")
     env = benchlib.launcher_env()
