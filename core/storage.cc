@@ -6,7 +6,14 @@
 namespace dt {
 
 Storage::Storage(Key, void* data, size_t nbytes, Device device, bool owned, Deleter deleter)
-    : data_(data), nbytes_(nbytes), device_(device), owned_(owned), deleter_(std::move(deleter)) {}
+    : data_(data),
+      nbytes_(nbytes),
+      device_(device),
+      owned_(owned),
+      kind_(current_memory_kind()),
+      deleter_(std::move(deleter)) {
+  if (owned_) count_memory(device_, kind_, int64_t(nbytes_));
+}
 
 std::shared_ptr<Storage> Storage::create(size_t nbytes, Device device) {
   void* p = allocator_for(device).allocate(nbytes);
@@ -22,6 +29,7 @@ Storage::~Storage() { free_memory(); }
 void Storage::free_memory() {
   if (owned_) {
     if (data_ != nullptr) allocator_for(device_).deallocate(data_, nbytes_);
+    if (!released_) count_memory(device_, kind_, -int64_t(nbytes_));
   } else if (deleter_) {
     deleter_(data_);
     deleter_ = nullptr;
@@ -40,9 +48,17 @@ void Storage::resize(size_t nbytes) {
   DT_CHECK_ARG(owned_, "resize(): storage wraps external memory (", nbytes_, " bytes) and cannot be resized");
   if (!released_ && nbytes == nbytes_) return;
   free_memory();
+  released_ = true;  // counted out; if the allocation below throws, the storage stays released
   data_ = allocator_for(device_).allocate(nbytes);
   nbytes_ = nbytes;
   released_ = false;
+  count_memory(device_, kind_, int64_t(nbytes_));
+}
+
+void Storage::set_memory_kind(MemoryKind kind) {
+  DT_CHECK_ARG(kind < MemoryKind::kCount, "set_memory_kind: expected a MemoryKind below kCount, got ", int(kind));
+  if (owned_ && !released_) move_memory(device_, kind_, kind, int64_t(nbytes_));
+  kind_ = kind;
 }
 
 }  // namespace dt

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/memory_stats.h"
 
 namespace dt {
 
@@ -32,6 +33,11 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   bool is_released() const { return released_; }
+  // The kind its bytes are charged to (Note [Memory kinds] in core/memory_stats.h): the thread's current kind when
+  // it was created. set_memory_kind moves the bytes it holds to another kind (a computed tensor that becomes a
+  // gradient); later re-fills are charged to the new kind.
+  MemoryKind memory_kind() const { return kind_; }
+  void set_memory_kind(MemoryKind kind);
 
   // Frees the memory; views stay valid objects but may not be read until resize().
   void release();
@@ -54,6 +60,7 @@ class Storage {
   Device device_;
   bool owned_;
   bool released_ = false;
+  MemoryKind kind_;
   Deleter deleter_;
 };
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/memory_stats.h"
 #include "core/splitmix.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops.h"
@@ -202,6 +203,7 @@ void Module::set_parameter_layout(const std::string& name, const DeviceMesh& mes
   s.placements = placements;
   if (s.var.defined()) {
     const DTensor& d = s.var.data();
+    MemoryKindScope scope(MemoryKind::kParameters);  // the redistributed value is the parameter from now on
     s.var.set_data(d.mesh() == mesh ? d.redistribute(placements) : d.redistribute(mesh, placements));
   }
 }
@@ -232,6 +234,7 @@ void Module::materialize_own(const std::string& prefix, const DeviceMesh& mesh, 
 
 void Module::materialize(const DeviceMesh& mesh, uint64_t seed, std::optional<DType> dtype) {
   DT_CHECK_ARG(mesh.defined(), type_name_, "::materialize: the mesh is undefined");
+  MemoryKindScope scope(MemoryKind::kParameters);
   materialize_own("", mesh, seed, dtype);
 }
 

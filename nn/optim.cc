@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "core/memory_stats.h"
 #include "dtensor/ops.h"
 #include "kernels/ops/optim.h"
 #include "kernels/ops/reduction.h"
@@ -35,6 +36,7 @@ Optimizer::State& Optimizer::state_for(const Variable& p, const std::vector<std:
     s.spec = p.spec();
     s.mesh = p.mesh();
     s.shape = p.shape();
+    MemoryKindScope scope(MemoryKind::kOptimizerState);
     for (const std::string& n : names) s.tensors[n] = zeros_like(p.data());
     return s;
   }
@@ -195,7 +197,11 @@ void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh&
   for (auto& [key, ts] : buckets) {
     int64_t n = 0;
     for (const Tensor& t : ts) n += t.numel();
-    Tensor flat = Tensor::empty({n}, ts[0].dtype(), ts[0].device());
+    Tensor flat;
+    {
+      MemoryKindScope scope(MemoryKind::kCommBuffers);
+      flat = Tensor::empty({n}, ts[0].dtype(), ts[0].device());
+    }
     int64_t off = 0;
     for (const Tensor& t : ts) {
       flat.narrow(0, off, t.numel()).copy_(t.reshape({t.numel()}));
