@@ -17,7 +17,8 @@
 // (step_s times forward, loss, backward, the optimizer step and zero_grad; the batch is made before the clock
 // starts; rss_base is the process's RSS just before the model is built; peak_bytes the allocator's peak), then one
 // line with the FSDP engine's communication counters over the steps after --warmup and the per-rank memory:
-// {"comm": {...}, "memory": {...}}. The memory "theory" is Note [FSDP memory theory].
+// {"comm": {...}, "memory": {...}}: RSS, the allocator's peak, the most held during the steps (dt::memory_usage's
+// total peak, and rank 0's per kind) and the "theory" of Note [FSDP memory theory].
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/memory_stats.h"
 #include "core/process_memory.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
@@ -139,9 +141,10 @@ class Mlp : public dt::nn::Module {
 };
 
 // Note [FSDP memory theory]
-// What one rank must hold at the peak of a step (f32, bytes), from the shapes alone; the benchmark compares the
-// allocator's peak with it. N = this rank's tokens (rows * seq), D = dim, H = hidden / tp, S = the bytes of this
-// rank's parameters (its shards with FSDP), U = one block's gathered parameters on this rank (FSDP only).
+// What one rank must hold at the peak of a step (f32, bytes), from the shapes alone; the benchmark compares the most
+// the rank held during the steps (the memory accounting's total peak, core/memory_stats.h) with it. N = this rank's
+// tokens (rows * seq), D = dim, H = hidden / tp, S = the bytes of this rank's parameters (its shards with FSDP), U =
+// one block's gathered parameters on this rank (FSDP only).
 //   always:      the parameters and AdamW's two moments, 3 S;
 //   at the optimizer step: the gradients too, S more (the activations are gone by then);
 //   at the start of backward: every activation the forward saved, A: per block the input and the norm's output
@@ -208,6 +211,9 @@ int main(int argc, char** argv) {
     int64_t local_param_bytes = 0;
     for (const auto& p : params) local_param_bytes += p.data().to_local().numel() * int64_t(sizeof(float));
     dt::nn::AdamW opt(params, {.lr = a.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
+    const dt::Device device = mesh.device();
+    // The accounting's peaks from here on: the steps', not materialize's (whole parameters before sharding).
+    dt::reset_peak_memory(device);
 
     // This dp rank's rows of the global batch (torch.chunk's split: uneven batches are fine).
     const int64_t dp_rank = dp.local_rank(0);
@@ -215,7 +221,6 @@ int main(int argc, char** argv) {
     const int64_t row0 = std::min(a.batch, dp_rank * chunk), rows = std::min(a.batch, row0 + chunk) - row0;
     const double elements = double(a.batch * a.seq * a.dim);
     const MemoryTheory theory = memory_theory(a, rows, local_param_bytes, group_unsharded);
-    const dt::Device device = mesh.device();
     if (lead && !a.json)
       std::printf(
           "fsdp_mlp: %lld blocks, dim %lld, hidden %lld, batch %lld x seq %lld; %lld parameters; mesh (dp %lld, "
@@ -254,41 +259,52 @@ int main(int argc, char** argv) {
       }
     }
 
-    // Per rank: RSS footprint and peak, allocator peak; gathered to rank 0 for the summary line.
-    dt::Tensor mine = dt::Tensor::empty({3}, dt::DType::i64);
+    // Per rank: RSS footprint and peak, allocator peak, the accounting's peak of the steps; gathered to rank 0 for
+    // the summary line.
+    const dt::MemoryUsage usage = dt::memory_usage(device);
+    constexpr int kCols = 4;
+    dt::Tensor mine = dt::Tensor::empty({kCols}, dt::DType::i64);
     mine.data<int64_t>()[0] = rss_base;
     mine.data<int64_t>()[1] = dt::process_peak_rss_bytes();
     mine.data<int64_t>()[2] = int64_t(dt::allocator_for(device).peak_allocated_bytes());
-    dt::Tensor all = dt::Tensor::empty({world->size(), 3}, dt::DType::i64);
+    mine.data<int64_t>()[3] = usage.total_peak;
+    dt::Tensor all = dt::Tensor::empty({world->size(), kCols}, dt::DType::i64);
     world->all_gather(mine, all)->wait();
     const dt::fsdp::CommStats c = dt::fsdp::comm_stats();
     if (lead) {
       auto list = [&](int col) {
         std::string s = "[";
         for (int64_t r = 0; r < world->size(); ++r)
-          s += (r ? "," : "") + std::to_string(all.data<int64_t>()[r * 3 + col]);
+          s += (r ? "," : "") + std::to_string(all.data<int64_t>()[r * kCols + col]);
         return s + "]";
       };
       const double hidden = c.issued_s > 0 ? 1.0 - c.exposed_s / c.issued_s : 0.0;
+      std::string kinds = "{";  // rank 0's peak per kind
+      for (size_t k = 0; k < dt::kMemoryKinds; ++k)
+        kinds += std::string(k ? "," : "") + "\"" + dt::memory_kind_name(dt::MemoryKind(k)) +
+                 "\":" + std::to_string(usage.peak[k]);
+      kinds += "}";
       std::printf(
           "{\"impl\":\"dtensor\",\"fsdp\":%s,\"params\":%lld,\"threads\":%d,\"dp\":%lld,\"tp\":%lld,"
           "\"comm\":{\"steps\":%lld,\"issued_s\":%.6f,\"exposed_s\":%.6f,\"hidden_share\":%.4f,"
           "\"all_gathers\":%lld,\"reduce_scatters\":%lld,\"all_reduces\":%lld,\"bytes\":%lld},"
           "\"memory\":{\"rss_base_bytes_per_rank\":%s,\"rss_peak_bytes_per_rank\":%s,"
-          "\"peak_bytes_per_rank\":%s,\"theory_bytes\":%lld,\"theory\":{\"params_and_moments\":%lld,\"grads\":%lld,"
+          "\"peak_bytes_per_rank\":%s,\"held_peak_bytes_per_rank\":%s,\"held_peak_by_kind\":%s,\"theory_bytes\":%lld,"
+          "\"theory\":{\"params_and_moments\":%lld,\"grads\":%lld,"
           "\"activations\":%lld,\"transients\":%lld,\"gathered\":%lld}}}\n",
           a.fsdp ? "true" : "false", (long long)num_params, threads, (long long)a.dp, (long long)a.tp,
           (long long)std::max<int64_t>(0, a.steps - a.warmup), c.issued_s, c.exposed_s, hidden,
           (long long)c.all_gathers, (long long)c.reduce_scatters, (long long)c.all_reduces, (long long)c.bytes,
-          list(0).c_str(), list(1).c_str(), list(2).c_str(), (long long)theory.total(),
+          list(0).c_str(), list(1).c_str(), list(2).c_str(), list(3).c_str(), kinds.c_str(), (long long)theory.total(),
           (long long)theory.params_and_moments, (long long)theory.grads, (long long)theory.activations,
           (long long)theory.transients, (long long)theory.gathered);
       if (!a.json)
         std::printf(
-            "communication hidden behind compute: %.0f%% (%.3f s issued, %.3f s exposed); allocator peak "
-            "%.1f MiB against %.1f MiB in theory (rank 0)\n",
-            100 * hidden, c.issued_s, c.exposed_s, double(all.data<int64_t>()[2]) / 1048576.0,
-            double(theory.total()) / 1048576.0);
+            "communication hidden behind compute: %.0f%% (%.3f s issued, %.3f s exposed); rank 0 held at most %.1f "
+            "MiB (allocator peak %.1f MiB) against %.1f MiB in theory\nmemory over the steps (rank 0): %s\n",
+            100 * hidden, c.issued_s, c.exposed_s, double(usage.total_peak) / 1048576.0,
+            double(all.data<int64_t>()[2]) / 1048576.0, double(theory.total()) / 1048576.0,
+            dt::format_memory_usage(usage).c_str());
       std::fflush(stdout);
     }
     if (launched) dt::destroy_process_group();
