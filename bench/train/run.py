@@ -18,16 +18,14 @@ from PyPI: about 3 GB). MODEL_ARGS (after --, or DT_BENCH_TRAIN_ARGS) go to both
 
 Environment: DT_BENCH_TRAIN_ROUNDS (3), DT_BENCH_TRAIN_STEPS (20), DT_BENCH_TRAIN_WARMUP (3), DT_BENCH_TRAIN_ARGS,
 DT_BENCH_TRAIN_THREADS (the threads of the one-process case, halved per rank for tp2; default nproc),
-DT_BENCH_TRAIN_TORCH_ONLY=1 (the same as --torch-only), DT_BENCH_TRAIN_VENV (the venv's folder),
+DT_BENCH_TRAIN_TORCH_ONLY=1 (the same as --torch-only), DT_BENCH_VENV (the venv's folder; DT_BENCH_TRAIN_VENV too),
 DT_BENCH_TRAIN_BIND=1 (pin each rank of the tp2 case, on both sides, to one core: local rank i on core i).
 Prints the table on stderr and one JSON line per row on stdout; exits 1 when a run failed.
 """
-import argparse
 import glob
 import json
 import os
 import re
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -35,51 +33,24 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import benchlib  # noqa: E402
+from benchlib import RUN_TIMEOUT_S, log  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TWIN = os.path.join(HERE, "torch_gpt.py")
 PEAK_RSS = os.path.join(HERE, "peak_rss.py")
 TARGETS = {"1": 1.0, "tp2": 0.5}
 NAMES = {"1": "1 process", "tp2": "tp=2, 2 processes"}
-RUN_TIMEOUT_S = 900
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def ensure_venv(venv):
-    """The venv's python with torch and numpy importable; makes the venv and installs them the first time."""
-    python = os.path.join(venv, "bin", "python")
-    if not os.path.exists(python):
-        log(f"bench/train: making the virtual environment {venv}")
-        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-    if subprocess.run([python, "-c", "import torch, numpy"], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL).returncode != 0:
-        log(f"bench/train: installing torch and numpy into {venv} (PyPI; about 3 GB the first time)")
-        subprocess.run([python, "-m", "pip", "install", "--quiet", "torch", "numpy"], check=True)
-    return python
-
-
-def parse_rows(stdout):
-    rows = []
-    for line in stdout.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return rows
 
 
 def summarize(rows, warmup):
     """Step time (median of step_s after warm-up), the program's own peak figure, params and losses of one run."""
-    steps = [r for r in rows if "step" in r and "step_s" in r and r.get("rank", 0) == 0]
+    steps = benchlib.step_rows(rows)
     if not steps:
         return None
-    timed = [r["step_s"] for r in steps if r["step"] > warmup] or [r["step_s"] for r in steps]
     summary = next((r for r in rows if "params" in r), {})
-    return {"step_s": statistics.median(timed), "own_peak": max(r.get("peak_bytes", 0) for r in steps),
+    return {"step_s": benchlib.median_step_s(steps, warmup), "own_peak": max(r.get("peak_bytes", 0) for r in steps),
             "params": summary.get("params"), "loss_first": steps[0].get("loss"), "loss_last": steps[-1].get("loss"),
             "steps": len(steps)}
 
@@ -89,19 +60,11 @@ def run_one(name, make_cmd, env, warmup, bind):
     out_dir = tempfile.mkdtemp(prefix="dt-bench-train-")
     try:
         cmd = make_cmd([sys.executable, PEAK_RSS] + (["--bind"] if bind else []) + [out_dir])
-        log(f"   {name}: {' '.join(shlex.quote(c) for c in cmd)}")
-        start = time.monotonic()
-        try:
-            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               timeout=RUN_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            log(f"   {name}: no result after {RUN_TIMEOUT_S} s")
-            return None
-        s = summarize(parse_rows(p.stdout), warmup) if p.returncode == 0 else None
+        out = benchlib.run(name, cmd, env)
+        s = summarize(benchlib.parse_rows(out), warmup) if out is not None else None
         if s is None:
-            log(f"   {name}: failed (exit code {p.returncode}); its last output:")
-            for line in (p.stdout + p.stderr).splitlines()[-15:]:
-                log(f"     {line}")
+            if out is not None:
+                log(f"   {name}: printed no step lines")
             return None
         ranks = []
         for f in glob.glob(os.path.join(out_dir, "rank*.json")):
@@ -112,35 +75,15 @@ def run_one(name, make_cmd, env, warmup, bind):
         shutil.rmtree(out_dir, ignore_errors=True)
     log(f"   {name}: {s['step_s'] * 1e3:.2f} ms/step (median of {max(s['steps'] - warmup, 1)} steps), loss "
         f"{s['loss_first']} -> {s['loss_last']}, peak RSS MiB {[round(b / 2**20) for b in s['peaks']]}, "
-        f"{time.monotonic() - start:.1f} s")
+        f"{benchlib.run.last_s:.1f} s")
     return s
 
 
 def main():
-    argv = sys.argv[1:]
-    model_args = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, model_args = argv[:i], argv[i + 1:]
-    ap = argparse.ArgumentParser(description="dtensor's GPT training step against PyTorch")
-    ap.add_argument("build", help="the Meson build folder")
-    ap.add_argument("--torch-only", action="store_true", help="run only the PyTorch side")
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get("DT_BENCH_TRAIN_ROUNDS", "3")))
-    ap.add_argument("--steps", type=int, default=int(os.environ.get("DT_BENCH_TRAIN_STEPS", "20")))
-    ap.add_argument("--warmup", type=int, default=int(os.environ.get("DT_BENCH_TRAIN_WARMUP", "3")))
-    ap.add_argument("--cases", default="1,tp2", help="comma-separated among 1, tp2 (default both)")
+    ap = benchlib.driver_parser("dtensor's GPT training step against PyTorch", "DT_BENCH_TRAIN", 20, tuple(TARGETS))
     ap.add_argument("--no-sdpa", action="store_true", help="skip the informational SDPA runs of the twin")
-    a = ap.parse_args(argv)
-    build = os.path.abspath(a.build)
-    model_args = shlex.split(os.environ.get("DT_BENCH_TRAIN_ARGS", "")) + model_args
-    cases = [c for c in a.cases.split(",") if c]
-    for c in cases:
-        if c not in TARGETS:
-            ap.error(f"--cases takes 1 and tp2, got {c!r}")
-    if a.rounds < 1 or a.steps <= a.warmup:
-        ap.error(f"need at least 1 round and more steps than warm-up steps, got {a.rounds} round(s), "
-                 f"{a.steps} steps, {a.warmup} warm-up")
-    torch_only = a.torch_only or os.environ.get("DT_BENCH_TRAIN_TORCH_ONLY", "0") == "1"
+    a = benchlib.parse_driver_args(ap, sys.argv[1:])
+    build, cases, model_args, torch_only = a.build, a.cases, a.model_args, a.torch_only
     train_gpt = os.path.join(build, "examples", "train_gpt")
     dtrun = os.path.join(build, "tools", "dtrun")
     if not torch_only:
@@ -149,7 +92,7 @@ def main():
             log(f"bench/train: {', '.join(missing)} missing (ninja -C {build} examples/train_gpt tools/dtrun): "
                 "running the PyTorch side only")
             torch_only = True
-    python = ensure_venv(os.environ.get("DT_BENCH_TRAIN_VENV", os.path.join(build, "bench-venv")))
+    python = benchlib.ensure_venv(benchlib.venv_dir(build), "bench/train")
     dtensor_params = None
     if not torch_only:
         # train_gpt's --json lines carry no parameter count; its text header does ("...; N parameters").
@@ -161,11 +104,8 @@ def main():
     cores = int(os.environ.get("DT_BENCH_TRAIN_THREADS", "0")) or os.cpu_count() or 1
     bind = os.environ.get("DT_BENCH_TRAIN_BIND", "0") == "1"
     common = ["--steps", str(a.steps), "--clip", "0", "--json"] + model_args
-    # dtrun clears torchrun's variables for its ranks itself; torchrun must not inherit a launcher's either.
-    env = dict(os.environ)
-    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(k, None)
-    torchrun = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--no-python"]
+    env = benchlib.launcher_env()
+    torchrun = benchlib.torchrun(python, 2)
     plans = {}  # case -> (threads per rank, [(side, make_cmd(wrap))])
     for c in cases:
         if c == "1":
@@ -190,9 +130,7 @@ def main():
         log(f"== bench/train round {rnd}/{a.rounds}")
         for c in cases:
             sides = plans[c][1]
-            pair = [x for x in sides if x[0] != "torch-sdpa"]
-            if rnd % 2 == 0:
-                pair.reverse()
+            pair = benchlib.in_round_order([x for x in sides if x[0] != "torch-sdpa"], rnd)
             for side, make_cmd in pair + [x for x in sides if x[0] == "torch-sdpa"]:
                 s = run_one(f"{c} {side}", make_cmd, env, a.warmup, bind and c != "1")
                 if s is None:
@@ -225,8 +163,7 @@ def main():
         ". Peak RSS per rank in MiB (rank 0/rank 1), "
         "PyTorch's including the ~530 MiB of import torch; 'dt alloc': dtensor's allocator peak, rank 0")
     log("'rounds': the range of the per-round ratios (both sides run back to back in each round)")
-    log(f"{'case':<30} {'threads':>7} {'dtensor':>9} {'torch':>9} {'ratio':>7} {'rounds':>11} {'target':>7} "
-        f"{'dtensor RSS':>12} {'torch RSS':>12} {'dt alloc':>9}")
+    table, notes = [], []
     met = total = 0
     for c in cases:
         threads = plans[c][0]
@@ -243,8 +180,7 @@ def main():
                      f"{target:.1f}x" if target else "info",
                      mib(d["peaks"]) if d else "-", mib(ref["peaks"]) if ref else "-",
                      f"{d['own_peak'] / 2**20:.1f}" if d else "-"]
-            log(f"{label:<30} {threads:>7} {cells[0]:>9} {cells[1]:>9} {cells[2]:>7} {cells[3]:>11} {cells[4]:>7} "
-                f"{cells[5]:>12} {cells[6]:>12} {cells[7]:>9}")
+            table.append([label, threads] + cells)
             if target and ratio:
                 total += 1
                 met += ratio <= target
@@ -260,7 +196,10 @@ def main():
                 "dtensor_params": d["params"] if d else None, "torch_params": ref["params"] if ref else None,
                 "rounds": min(x["rounds"] for x in (d, ref) if x), "bound": bind and c != "1"}), flush=True)
         if d and t and d["params"] and t["params"] and d["params"] != t["params"]:
-            log(f"  {NAMES[c]}: the parameter counts differ: dtensor {d['params']}, torch {t['params']}")
+            notes.append(f"  {NAMES[c]}: the parameter counts differ: dtensor {d['params']}, torch {t['params']}")
+    for line in benchlib.format_table(["case", "threads", "dtensor", "torch", "ratio", "rounds", "target",
+                                       "dtensor RSS", "torch RSS", "dt alloc"], table) + notes:
+        log(line)
     if total:
         log(f"targets met: {met} of {total}")
     if failed:

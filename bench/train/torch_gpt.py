@@ -82,21 +82,11 @@ def parse_args(argv):
     return a
 
 
-def main(argv):
-    args = parse_args(argv)
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if args.dp * args.tp != world:
-        sys.exit(f"torch_gpt.py: dp * tp must equal the number of processes, got dp {args.dp}, tp {args.tp} and "
-                 f"{world} process(es) (launch with torchrun --nproc-per-node {args.dp * args.tp})")
-
+def build_model(args):
+    """The GPT of the module docstring, its weights drawn from --seed (every rank makes the same full model)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
-
-    import_rss = rss_bytes()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    threads = torch.get_num_threads()
 
     class RMSNorm(nn.Module):
         def __init__(self, dim, eps):
@@ -187,6 +177,47 @@ def main(argv):
         for m in model.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 m.weight.normal_(0.0, 0.02)
+    return model
+
+
+def apply_tp_plan(model, tp_mesh):
+    """The tensor-parallel plan of the module docstring on `tp_mesh` (parallelize_module keeps each rank's shard)."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    # Every rank made the same full weights from the same seed; parallelize_module keeps its shard of each.
+    parallelize_module(model, tp_mesh, {
+        "tok_embeddings": RowwiseParallel(input_layouts=Replicate()),
+        "output": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False),
+    })
+    for layer in model.layers:
+        parallelize_module(layer, tp_mesh, {
+            "attention.wq": ColwiseParallel(),
+            "attention.wk": ColwiseParallel(),
+            "attention.wv": ColwiseParallel(),
+            "attention.wo": RowwiseParallel(),
+            "feed_forward.w1": ColwiseParallel(),
+            "feed_forward.w2": RowwiseParallel(),
+            "feed_forward.w3": ColwiseParallel(),
+        })
+
+
+def main(argv):
+    args = parse_args(argv)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if args.dp * args.tp != world:
+        sys.exit(f"torch_gpt.py: dp * tp must equal the number of processes, got dp {args.dp}, tp {args.tp} and "
+                 f"{world} process(es) (launch with torchrun --nproc-per-node {args.dp * args.tp})")
+
+    import torch
+    import torch.nn.functional as F
+
+    import_rss = rss_bytes()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    threads = torch.get_num_threads()
+
+    model = build_model(args)
     params = sum(p.numel() for p in model.parameters())
 
     rank, dp_rank = 0, 0
@@ -194,9 +225,7 @@ def main(argv):
     if world > 1:
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.tensor import Replicate, Shard
-        from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, loss_parallel,
-                                                       parallelize_module)
+        from torch.distributed.tensor.parallel import loss_parallel
 
         dist.init_process_group("gloo")
         rank = dist.get_rank()
@@ -205,21 +234,7 @@ def main(argv):
         if args.dp > 1:
             dp_group = mesh["dp"].get_group()
         if args.tp > 1:
-            # Every rank made the same full weights from the same seed; parallelize_module keeps its shard of each.
-            parallelize_module(model, mesh["tp"], {
-                "tok_embeddings": RowwiseParallel(input_layouts=Replicate()),
-                "output": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False),
-            })
-            for layer in model.layers:
-                parallelize_module(layer, mesh["tp"], {
-                    "attention.wq": ColwiseParallel(),
-                    "attention.wk": ColwiseParallel(),
-                    "attention.wv": ColwiseParallel(),
-                    "attention.wo": RowwiseParallel(),
-                    "feed_forward.w1": ColwiseParallel(),
-                    "feed_forward.w2": RowwiseParallel(),
-                    "feed_forward.w3": ColwiseParallel(),
-                })
+            apply_tp_plan(model, mesh["tp"])
 
     def is_dtensor(t):
         return type(t).__name__ == "DTensor"

@@ -1,0 +1,70 @@
+// What the training programs (examples/, bench/) share on their command line and at start-up: reading a flag's
+// number, and joining the job. Header-only, so any program can use it without another library.
+//
+//   dt::examples::ProgramWorld w = dt::examples::join_world(args.threads);   // first thing in main
+//   ... DeviceMesh::create(...) uses w.world as the default world ...
+//   if (w.launched) dt::destroy_process_group();                              // before main returns
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <type_traits>
+
+#include "collectives/process_group.h"
+#include "collectives/thread/thread_comm.h"
+#include "core/config.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/ops/matmul.h"
+
+namespace dt::examples {
+
+// The whole of `text` as a number of dst's type (integer or double); false when it is not one.
+template <typename T>
+bool parse_number(const std::string& text, T& dst) {
+  try {
+    size_t used = 0;
+    if constexpr (std::is_floating_point_v<T>)
+      dst = T(std::stod(text, &used));
+    else
+      dst = T(std::stoll(text, &used));
+    return used == text.size();
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+struct ProgramWorld {
+  CommunicatorPtr world;
+  bool launched = false;  // under a launcher (dtrun, torchrun, mpirun, srun): destroy_process_group at the end
+  int threads = 1;        // this rank's intra-op threads
+};
+
+// Under a launcher: its processes (init_process_group); started directly: a world of this one process. Then this
+// rank's threads, like torch.set_num_threads: `threads` when > 0, else the cores shared among the node's ranks; the
+// CPU loops and GEMMs split over them (kernels/cpu/parallel.h) and BLAS's own pool stays at 1 thread, so that no
+// thread of it spins beside ours.
+inline ProgramWorld join_world(int64_t threads = 0) {
+  ProgramWorld w;
+  for (const char* v : {"DT_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
+    w.launched |= config::lookup(v).has_value();
+  if (w.launched) {
+    w.world = init_process_group();
+  } else {
+    w.world = make_thread_world(1)[0];
+    set_default_world(w.world);
+  }
+  int64_t local_ranks = 1;
+  for (const char* v : {"DT_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+    if (auto s = config::lookup(v)) local_ranks = std::max<int64_t>(1, std::atoll(s->c_str()));
+  const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
+  w.threads = int(threads > 0 ? threads : std::max<int64_t>(1, cores / local_ranks));
+  kernels::set_blas_threads(1);
+  kernels::set_intra_op_threads(w.threads);
+  return w;
+}
+
+}  // namespace dt::examples
