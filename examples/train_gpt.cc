@@ -39,7 +39,7 @@ struct Args {
   int64_t dp = 1, tp = 1, layers = 2, dim = 128, heads = 4, vocab = 512, seq = 64, batch = 8, steps = 20;
   int64_t hidden = 0, seed = 0, threads = 0, successors = 4, warmup = 0;
   double lr = 1e-3, clip = 1.0;
-  bool json = false, sequence_parallel = false, checkpoint = false, cuda = false, fsdp = false;
+  bool json = false, sequence_parallel = false, checkpoint = false, cuda = false, fsdp = false, cpu_offload = false;
   int64_t hsdp = 1;              // replicate groups of HSDP (1: plain FSDP)
   std::string mixed_precision;   // "", "bf16" or "f16": FSDP's param dtype (gradients reduced in f32)
 };
@@ -49,7 +49,8 @@ struct Args {
             << "usage: train_gpt [--dp D] [--tp T] [--layers 2] [--dim 128] [--heads 4] [--vocab 512] [--seq 64]\n"
                "                 [--batch 8] [--hidden 4*dim] [--steps 20] [--seed 0] [--lr 1e-3] [--warmup 0]\n"
                "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel] [--checkpoint]\n"
-               "                 [--device cpu|cuda] [--fsdp] [--hsdp R] [--mixed-precision bf16|f16] [--json]\n"
+               "                 [--device cpu|cuda] [--fsdp] [--hsdp R] [--mixed-precision bf16|f16] [--cpu-offload]\n"
+               "                 [--json]\n"
                "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
   std::exit(2);
 }
@@ -88,6 +89,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--threads") num(a.threads);
     else if (k == "--json") a.json = true;
     else if (k == "--fsdp") a.fsdp = true;
+    else if (k == "--cpu-offload") a.cpu_offload = true;
     else if (k == "--hsdp") {
       num(a.hsdp);
       a.fsdp = true;
@@ -113,6 +115,7 @@ Args parse(int argc, char** argv) {
     usage("sizes must be positive (seq >= 2, 1 <= successors <= vocab)");
   if (a.hsdp < 1 || a.dp % a.hsdp != 0) usage("--hsdp R: R must divide --dp");
   if (!a.mixed_precision.empty() && !a.fsdp) usage("--mixed-precision is FSDP's: add --fsdp");
+  if (a.cpu_offload && (!a.fsdp || !a.cuda)) usage("--cpu-offload is FSDP's, for --device cuda: add --fsdp");
   return a;
 }
 
@@ -255,6 +258,7 @@ int main(int argc, char** argv) {
       // Blocks first, then the root (embeddings, final norm, head). Gradients are summed (the loss below is already
       // a share of the global mean).
       dt::fsdp::FsdpOptions o{.mesh_dims = dp_dims, .gradient_divide_factor = 1.0};
+      o.offload_policy.cpu_offload = a.cpu_offload;
       if (!a.mixed_precision.empty()) {
         o.mp_policy.param_dtype = a.mixed_precision == "bf16" ? dt::DType::bf16 : dt::DType::f16;
         o.mp_policy.reduce_dtype = dt::DType::f32;
@@ -324,6 +328,13 @@ int main(int argc, char** argv) {
       std::printf("done: loss %.4f -> %.4f (entropy floor %.4f), %.0f tokens/s on average\n", first_loss, last_loss,
                   corpus.entropy_floor(), tokens_per_step * double(a.steps) / total_s);
     if (a.steps > 0) print_memory(world, mesh.device(), *model, a.fsdp, lead, a.json);
+    if (lead && a.json && a.fsdp && a.steps > 0) {
+      const dt::fsdp::CommStats c = dt::fsdp::comm_stats();
+      std::printf("{\"comm\":{\"issued_s\":%.6f,\"exposed_s\":%.6f,\"hidden_share\":%.4f,\"all_gathers\":%lld,"
+                  "\"reduce_scatters\":%lld,\"all_reduces\":%lld,\"bytes\":%lld}}\n",
+                  c.issued_s, c.exposed_s, c.issued_s > 0 ? 1.0 - c.exposed_s / c.issued_s : 0.0,
+                  (long long)c.all_gathers, (long long)c.reduce_scatters, (long long)c.all_reduces, (long long)c.bytes);
+    }
     if (lead && !a.json && a.fsdp && a.steps > 0) {
       const dt::fsdp::CommStats c = dt::fsdp::comm_stats();
       std::printf("fsdp: %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %s sent per rank; collectives in "

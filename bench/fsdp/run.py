@@ -16,8 +16,8 @@ Cases (dtensor: bench/fsdp_mlp, examples/train_gpt; PyTorch: bench/fsdp/torch_fs
           --clip 0 against torch_fsdp.py --model gpt.                                     information
 Memory, per rank: the peak RSS above the process's footprint just before the model is built (each program
 measures both; PyTorch's footprint includes import torch and its process group). Target: dtensor <= PyTorch, and
-the most dtensor held during the steps (dt::memory_usage's total peak) <= 1.1x the theory fsdp_mlp prints (Note [FSDP
-memory theory] in bench/fsdp/fsdp_mlp.cc).
+the most dtensor held during the steps (dt::memory_usage's total peak) <= 1.1x the theory fsdp_mlp prints (Note [The
+MLP benchmark's memory from its shapes] in bench/fsdp/fsdp_mlp.cc).
 The share of the FSDP engine's communication hidden behind compute (1 - exposed / issued, dt::fsdp::comm_stats()
 over the steps after the warm-up) is printed beside.
 
@@ -59,6 +59,9 @@ def summarize(rows, warmup):
         return None
     summary = next((r for r in rows if "rss_peak_bytes_per_rank" in r or "memory" in r), {})
     mem = summary.get("memory", summary)
+    if isinstance(mem, list):  # train_gpt's line: one entry per rank, from its memory accounting
+        mem = {"held_peak_bytes_per_rank": [m["peak_bytes"] for m in mem],
+               "theory_bytes": max(m.get("theory_bytes", 0) for m in mem) or None}
     bases, peaks = mem.get("rss_base_bytes_per_rank"), mem.get("rss_peak_bytes_per_rank")
     if bases and peaks:
         above = [p - b for p, b in zip(peaks, bases)]

@@ -52,7 +52,13 @@ def main_cuda(dtrun, train):
     for step, (a, b) in enumerate(zip(fsdp, gpu), start=1):
         if abs(a - b) > 1e-4 * abs(b):
             sys.exit(f"cuda fsdp 2: step {step} loss {a} differs from one GPU process {b}")
-    print(f"cuda: {STEPS} losses match the CPU (1e-3); tp 2 and fsdp 2 match one GPU process (1e-4)")
+    offload = run([dtrun, "--nproc-per-node", "2", "--timeout", "300", train, "--device", "cuda", "--dp", "2", "--fsdp",
+                   "--cpu-offload"] + COMMON)
+    for step, (a, b) in enumerate(zip(offload, gpu), start=1):
+        if abs(a - b) > 1e-4 * abs(b):
+            sys.exit(f"cuda fsdp 2 with cpu offload: step {step} loss {a} differs from one GPU process {b}")
+    print(f"cuda: {STEPS} losses match the CPU (1e-3); tp 2, fsdp 2 and fsdp 2 with cpu offload match one GPU "
+          f"process (1e-4)")
 
 
 def main():
