@@ -6,8 +6,9 @@
 //                       gathered values; prefetch: the explicit list, else the state after this one in the order
 //                       the previous forward recorded (so at most this group and the next are gathered, beside the
 //                       root's); cast floating inputs to param_dtype.
-//   forward hook        reshard (not the root, whose backward starts at once; not inside backward, where a
-//                       checkpointed module recomputes); the Variables back to their shards; cast outputs.
+//   forward hook        reshard (not the root, whose backward starts at once, nor the last group of the forward
+//                       order, whose backward comes next; not inside backward, where a checkpointed module
+//                       recomputes); the Variables back to their shards; cast outputs.
 //   backward pre-hook   the first one of a backward queues the end-of-backward callback; unshard + wait; prefetch
 //                       the state before this one in the forward order (backward runs it in reverse).
 //   gradient sink       (VariableImpl::grad_sink) each parameter's complete gradient goes to the group; when every
@@ -104,8 +105,12 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
 
   std::optional<std::vector<nn::Variable>> post_forward(const std::vector<nn::Variable>& outputs) {
     if (!nn::in_backward()) {
-      const bool keep = is_root_ ? nn::grad_enabled() : std::holds_alternative<bool>(options_.reshard_after_forward) &&
-                                                            !std::get<bool>(options_.reshard_after_forward);
+      // The last group of the forward order keeps its parameters when a backward follows: its backward starts
+      // right after, and freeing them would only gather them again at once (torchtitan sets this by hand).
+      const bool last = !ctx_->last_order.empty() && ctx_->last_order.back() == this && nn::grad_enabled();
+      const bool keep = is_root_ ? nn::grad_enabled()
+                                 : last || (std::holds_alternative<bool>(options_.reshard_after_forward) &&
+                                            !std::get<bool>(options_.reshard_after_forward));
       if (!keep) reshard(/*post_forward=*/!is_root_);
       if (is_root_) ctx_->last_order = ctx_->order;
     }
