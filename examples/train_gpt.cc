@@ -15,21 +15,16 @@
 #include <cstring>
 #include <iostream>
 #include <string>
-#include <thread>
 
-#include "collectives/process_group.h"
-#include "collectives/thread/thread_comm.h"
 #include "core/allocator.h"
-#include "core/config.h"
 #include "core/memory_stats.h"
 #include "core/process_memory.h"
 #include "core/splitmix.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
+#include "examples/cli.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/fully_shard_memory.h"
-#include "kernels/cpu/parallel.h"
-#include "kernels/ops/matmul.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
 
@@ -62,14 +57,7 @@ Args parse(int argc, char** argv) {
     auto num = [&](auto& dst) {
       if (i + 1 >= argc) usage(k + " needs a value");
       const std::string v = argv[++i];
-      try {
-        size_t used = 0;
-        if constexpr (std::is_same_v<std::decay_t<decltype(dst)>, double>) dst = std::stod(v, &used);
-        else dst = std::stoll(v, &used);
-        if (used != v.size()) throw std::invalid_argument(v);
-      } catch (const std::exception&) {
-        usage(k + ": not a number: " + v);
-      }
+      if (!dt::examples::parse_number(v, dst)) usage(k + ": not a number: " + v);
     };
     if (k == "--dp") num(a.dp);
     else if (k == "--tp") num(a.tp);
@@ -206,16 +194,10 @@ void print_memory(const dt::CommunicatorPtr& world, const dt::Device& device, co
 int main(int argc, char** argv) {
   const Args a = parse(argc, argv);
   try {
-    // Under a launcher: its processes; started directly: a world of this one process.
-    bool launched = false;
-    for (const char* v : {"DT_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}) launched |= dt::config::lookup(v).has_value();
-    dt::CommunicatorPtr world;
-    if (launched) {
-      world = dt::init_process_group();
-    } else {
-      world = dt::make_thread_world(1)[0];
-      dt::set_default_world(world);
-    }
+    // Under a launcher: its processes; started directly: a world of this one process; this rank's threads.
+    const dt::examples::ProgramWorld program = dt::examples::join_world(a.threads);
+    const dt::CommunicatorPtr& world = program.world;
+    const bool launched = program.launched;
     const bool lead = world->rank() == 0;
     if (world->size() != a.dp * a.tp) {
       if (lead)
@@ -223,15 +205,6 @@ int main(int argc, char** argv) {
                   << world->size() << " processes run (dtrun --nproc-per-node " << a.dp * a.tp << ")\n";
       return 2;
     }
-    int64_t local_ranks = 1;
-    for (const char* v : {"DT_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
-      if (auto s = dt::config::lookup(v)) local_ranks = std::max<int64_t>(1, std::atoll(s->c_str()));
-    const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
-    // This rank's threads, like torch.set_num_threads: the CPU loops' and GEMMs' (kernels/cpu/parallel.h splits both);
-    // BLAS's own threads stay at 1, so no thread of its pool spins beside ours.
-    const int threads = int(a.threads > 0 ? a.threads : std::max<int64_t>(1, cores / local_ranks));
-    dt::kernels::set_blas_threads(1);
-    dt::kernels::set_intra_op_threads(threads);
 
     // --device cuda: this rank's GPU (several ranks may share one: the world's backend moves the data).
     // HSDP splits dp into (replicate, shard); the batch is split over all of dp either way.

@@ -35,17 +35,6 @@ nn::GptConfig gpt_config() {
   return c;
 }
 
-// Tokens of step `step`: t[i+1] = (5 t[i] + 3) mod vocab from a seeded start (the loss can fall).
-Tensor step_tokens(int64_t batch, int64_t seq, int64_t vocab, int64_t step) {
-  Tensor t = Tensor::empty({batch, seq + 1}, DType::i64);
-  int64_t* d = t.data<int64_t>();
-  for (int64_t r = 0; r < batch; ++r) {
-    d[r * (seq + 1)] = int64_t(splitmix64(uint64_t(step * 1000 + r)) % uint64_t(vocab));
-    for (int64_t i = 1; i <= seq; ++i) d[r * (seq + 1) + i] = (5 * d[r * (seq + 1) + i - 1] + 3) % vocab;
-  }
-  return t;
-}
-
 struct Config {
   int64_t rep = 1, shard = 1, tp = 1;  // mesh (rep, shard, tp); rep * shard ranks share the batch
   bool fsdp = false;
@@ -92,7 +81,7 @@ Trained train(const Config& s, int64_t steps, const std::function<void(nn::Modul
     CommCounter counter;
     const int64_t dp_rank = mesh.local_rank(0) * s.shard + mesh.local_rank(1);
     for (int64_t step = 0; step < steps; ++step) {
-      const Tensor tokens = step_tokens(kBatch, kSeq, cfg.vocab, step);
+      const Tensor tokens = nn_test::step_tokens(kBatch, kSeq, cfg.vocab, step);
       double loss_sum = 0;
       // Micro-batches: this dp rank's rows of each, split as torch.chunk splits.
       for (int64_t mb = 0; mb < s.micro_batches; ++mb) {
@@ -279,7 +268,7 @@ TEST(FullyShard, PrefetchesTheNextGroupAndBoundsGatheredGroups) {
     for (int step = 0; step < 2; ++step) {
       at_forward.clear();
       at_backward.clear();
-      const Tensor tokens = step_tokens(2, kSeq, cfg.vocab, step);
+      const Tensor tokens = nn_test::step_tokens(2, kSeq, cfg.vocab, step);
       Variable logits = (*model)(Variable(nn_test::replicate_on(tokens.narrow(1, 0, kSeq).contiguous(), mesh["tp"])));
       nn::sum(logits).backward();
       for (size_t i = 0; i < at_forward.size(); ++i) {
@@ -325,7 +314,7 @@ TEST(FullyShard, ExplicitPrefetchListsReplaceTheImplicitOnes) {
     model->layers[2]->register_backward_pre_hook([&](nn::Module&) {
       for (auto& b : blocks) at_block2_backward.push_back(b.param_group().state());
     });
-    const Tensor tokens = step_tokens(2, kSeq, cfg.vocab, 0);
+    const Tensor tokens = nn_test::step_tokens(2, kSeq, cfg.vocab, 0);
     nn::sum((*model)(Variable(nn_test::replicate_on(tokens.narrow(1, 0, kSeq).contiguous(), mesh["tp"])))).backward();
     using S = fsdp::ParamGroup::State;
     ASSERT_EQ(at_block0.size(), 3u);
@@ -359,7 +348,7 @@ TEST(FullyShard, RejectsBadInput) {
     auto other = std::make_shared<nn::Gpt>(gpt_config());
     other->materialize(mesh["tp"], 5);
     nn::SGD opt(other->parameters(), {.lr = 0.1, .momentum = 0.9});
-    const Tensor tokens = step_tokens(2, kSeq, 37, 0);
+    const Tensor tokens = nn_test::step_tokens(2, kSeq, 37, 0);
     auto step = [&] {
       Variable logits = (*other)(Variable(nn_test::replicate_on(tokens.narrow(1, 0, kSeq).contiguous(), mesh["tp"])));
       nn::sum(logits).backward();

@@ -5,12 +5,23 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/splitmix.h"
 #include "nn/autograd.h"
 #include "placement/layout.h"
 
 namespace dt::nn_test {
 
 using op_test::Failures;
+
+Tensor step_tokens(int64_t batch, int64_t seq, int64_t vocab, int64_t step) {
+  Tensor t = Tensor::empty({batch, seq + 1}, DType::i64);
+  int64_t* d = t.data<int64_t>();
+  for (int64_t r = 0; r < batch; ++r) {
+    d[r * (seq + 1)] = int64_t(splitmix64(uint64_t(step * 1000 + r)) % uint64_t(vocab));
+    for (int64_t i = 1; i <= seq; ++i) d[r * (seq + 1) + i] = (5 * d[r * (seq + 1) + i - 1] + 3) % vocab;
+  }
+  return t;
+}
 
 DTensor replicate_on(const Tensor& full, const DeviceMesh& mesh) {
   std::vector<Placement> p(size_t(mesh.ndim()), Replicate{});

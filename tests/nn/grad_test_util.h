@@ -40,4 +40,8 @@ std::vector<DeviceMesh> self_meshes(const DeviceMesh& mesh);
 // A DTensor replicated on `mesh` holding a copy of `full` (no communication; each call owns its storage).
 DTensor replicate_on(const Tensor& full, const DeviceMesh& mesh);
 
+// Tokens of training step `step` ([batch, seq + 1], ids < vocab): rows following t[i+1] = (5 t[i] + 3) mod vocab from
+// a seeded start, so that a model can learn them and the loss falls.
+Tensor step_tokens(int64_t batch, int64_t seq, int64_t vocab, int64_t step);
+
 }  // namespace dt::nn_test

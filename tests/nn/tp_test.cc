@@ -142,18 +142,6 @@ TEST(NnTensorParallel, DataTimesTensorParallelMatchesOneProcess) {
   f.report(1);
 }
 
-// Tokens of training step `step`: rows following t[i+1] = (5 t[i] + 3) mod vocab from a seeded start, so the loss
-// can fall.
-Tensor step_tokens(int64_t batch, int64_t seq, int64_t vocab, int64_t step) {
-  Tensor t = Tensor::empty({batch, seq + 1}, DType::i64);
-  int64_t* d = t.data<int64_t>();
-  for (int64_t r = 0; r < batch; ++r) {
-    d[r * (seq + 1)] = int64_t(splitmix64(uint64_t(step * 1000 + r)) % uint64_t(vocab));
-    for (int64_t i = 1; i <= seq; ++i) d[r * (seq + 1) + i] = (5 * d[r * (seq + 1) + i - 1] + 3) % vocab;
-  }
-  return t;
-}
-
 // train_gpt's recipe: loss = sum of token losses / tokens, backward, clip the global norm to 1, AdamW step.
 std::vector<double> train(const nn::GptConfig& cfg, const DeviceMesh& tp, bool parallel, int64_t steps) {
   auto m = std::make_shared<nn::Gpt>(cfg);
@@ -164,7 +152,7 @@ std::vector<double> train(const nn::GptConfig& cfg, const DeviceMesh& tp, bool p
   const int64_t batch = 4, seq = 8;
   std::vector<double> losses;
   for (int64_t step = 0; step < steps; ++step) {
-    const Tensor tokens = step_tokens(batch, seq, cfg.vocab, step);
+    const Tensor tokens = nn_test::step_tokens(batch, seq, cfg.vocab, step);
     Tensor ids = tokens.narrow(1, 0, seq).contiguous(), tgt = tokens.narrow(1, 1, seq).contiguous();
     Variable logits = (*m)(Variable(nn_test::replicate_on(ids, tp)));
     Variable loss = nn::div(nn::cross_entropy(logits, nn_test::replicate_on(tgt, tp), -100, LossReduction::kSum),
