@@ -76,8 +76,7 @@ class ParamGroup {
   // Parameter i's gradient (the unsharded layout: unsharded_param(i)'s shape, mesh and placements, or Partial over
   // them; any floating dtype). Summed with an earlier one of the same step (or of steps without gradient sync).
   void accumulate_grad(size_t i, const DTensor& grad);
-  // Whether every parameter that received a gradient since the last reduction... : true once each of `expected`
-  // parameters got one (fully_shard counts the parameters that require grad).
+  // How many parameters hold an accumulated gradient since the last reduction.
   int64_t grads_received() const { return grads_received_; }
   // Starts the reduce-scatter (and the HSDP all-reduce) of the accumulated gradients (no-op when none; when
   // gradient sync is off, keeps them unsharded for the next backward instead).
