@@ -189,6 +189,25 @@ TEST(FullyShard, ParametersAndGradientsAreShardsBetweenSteps) {
   });
 }
 
+// Under TP, FSDP shards what TP left on each rank: a column-parallel weight (TP already splits dim 0) gets the nested
+// order, tp first, then dp; a row-parallel one (TP splits dim 1) the default; full_tensor() is exact either way.
+TEST(FullyShard, NestedShardOrderUnderTensorParallel) {
+  Config s;
+  s.shard = 2;
+  s.tp = 2;
+  s.fsdp = true;
+  train(s, 1, [](nn::Module& model, int64_t) {
+    const Variable wq = model.get_parameter("layers.0.attention.wq.weight");
+    EXPECT_EQ(wq.spec().to_string(), "R,S(0)[1],S(0)[0]");
+    const Variable wo = model.get_parameter("layers.0.attention.wo.weight");
+    EXPECT_EQ(wo.spec().to_string(), "R,S(0),S(1)");
+    // The local block is dp's torch.chunk rows of tp's torch.chunk rows.
+    const IndexRange tp_rows = chunk_range(wq.shape()[0], 2, wq.mesh().local_rank(2));
+    const IndexRange rows = chunk_range(tp_rows.size(), 2, wq.mesh().local_rank(1));
+    EXPECT_EQ(wq.to_local().size(0), rows.size());
+  });
+}
+
 TEST(FullyShard, AccumulationWithoutSyncEqualsOneBigBatch) {
   Config s;
   s.shard = 3;
