@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -65,6 +66,15 @@ inline ProgramWorld join_world(int64_t threads = 0) {
   kernels::set_blas_threads(1);
   kernels::set_intra_op_threads(w.threads);
   return w;
+}
+
+// Whether the world has the dp x tp ranks the flags ask for; rank 0 says what to run otherwise.
+inline bool check_ranks(const Communicator& world, int64_t dp, int64_t tp, const char* program) {
+  if (world.size() == dp * tp) return true;
+  if (world.rank() == 0)
+    std::fprintf(stderr, "%s: --dp %lld x --tp %lld = %lld ranks, but %d processes run (dtrun --nproc-per-node %lld)\n",
+                 program, (long long)dp, (long long)tp, (long long)(dp * tp), world.size(), (long long)(dp * tp));
+  return false;
 }
 
 }  // namespace dt::examples

@@ -23,6 +23,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "examples/cli.h"
+#include "placement/layout.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/fully_shard_memory.h"
 #include "nn/gpt.h"
@@ -199,12 +200,7 @@ int main(int argc, char** argv) {
     const dt::CommunicatorPtr& world = program.world;
     const bool launched = program.launched;
     const bool lead = world->rank() == 0;
-    if (world->size() != a.dp * a.tp) {
-      if (lead)
-        std::cerr << "train_gpt: --dp " << a.dp << " x --tp " << a.tp << " = " << a.dp * a.tp << " ranks, but "
-                  << world->size() << " processes run (dtrun --nproc-per-node " << a.dp * a.tp << ")\n";
-      return 2;
-    }
+    if (!dt::examples::check_ranks(*world, a.dp, a.tp, "train_gpt")) return 2;
 
     // --device cuda: this rank's GPU (several ranks may share one: the world's backend moves the data).
     // HSDP splits dp into (replicate, shard); the batch is split over all of dp either way.
@@ -247,8 +243,8 @@ int main(int argc, char** argv) {
 
     // This dp rank's rows of the global batch (torch.chunk's split: uneven batches are fine).
     const int64_t dp_rank = dp.local_rank(0);
-    const int64_t chunk = (a.batch + a.dp - 1) / a.dp;
-    const int64_t row0 = std::min(a.batch, dp_rank * chunk), rows = std::min(a.batch, row0 + chunk) - row0;
+    const dt::IndexRange my_rows = dt::chunk_range(a.batch, a.dp, dp_rank);
+    const int64_t row0 = my_rows.begin, rows = my_rows.size();
     const double tokens_per_step = double(a.batch * a.seq);
     if (lead && !a.json) {
       std::printf("train_gpt: %lld layers, dim %lld, %lld heads, vocab %lld, seq %lld, batch %lld; %lld parameters\n",

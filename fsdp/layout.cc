@@ -103,7 +103,7 @@ GroupLayout make_group_layout(const std::vector<std::string>& names, const std::
     p.row_numel = 1;
     for (size_t d = 1; d < p.unsharded_local_shape.size(); ++d) p.row_numel *= p.unsharded_local_shape[d];
     p.shard_size = g.shard_size;
-    p.chunk = (p.rows + g.shard_size - 1) / g.shard_size;
+    p.chunk = ceil_div(p.rows, g.shard_size);
     p.padded_numel = round_up(p.chunk * p.row_numel, kAlign / int64_t(dtype_size(p.param_dtype)));
     p.reduce_padded_numel = round_up(p.chunk * p.row_numel, kAlign / int64_t(dtype_size(p.reduce_dtype)));
     place_shard(p, t.mesh(), t.spec(), mesh);

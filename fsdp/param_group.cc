@@ -346,7 +346,6 @@ void ParamGroup::accumulate_grad(size_t i, const DTensor& grad) {
     m.acc[i] = add(m.acc[i], g);
   } else {
     m.acc[i] = g;
-    ++grads_received_;
   }
   if (const auto& st = m.acc[i].to_local().storage()) st->set_memory_kind(MemoryKind::kGradients);
 }
@@ -416,13 +415,11 @@ void ParamGroup::reduce_grads() {
     m.reduce_out[c] = out;
   }
   for (DTensor& a : m.acc) a = DTensor();
-  grads_received_ = 0;
-  reduce_work_ = m.reduces.empty() ? nullptr : m.reduces[0].work;
 }
 
 void ParamGroup::wait_for_reduce() {
   Impl& m = *impl_;
-  if (!reduce_work_) return;
+  if (m.reduces.empty()) return;
   const GroupLayout& L = m.layout;
   const Device dev = mesh_.device();
   for (size_t c = 0; c < m.reduces.size(); ++c) {
@@ -458,8 +455,15 @@ void ParamGroup::wait_for_reduce() {
     out = Tensor();
   }
   m.reduces.clear();
-  reduce_work_ = nullptr;
 }
+
+int64_t ParamGroup::grads_received() const {
+  int64_t n = 0;
+  for (const DTensor& a : impl_->acc) n += a.defined();
+  return n;
+}
+
+bool ParamGroup::reduce_pending() const { return !impl_->reduces.empty(); }
 
 const DTensor& ParamGroup::sharded_grad(size_t i) const { return impl_->sharded_grads.at(i); }
 

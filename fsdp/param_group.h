@@ -31,7 +31,6 @@
 #include <string>
 #include <vector>
 
-#include "collectives/work.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "fsdp/options.h"
@@ -77,14 +76,14 @@ class ParamGroup {
   // them; any floating dtype). Summed with an earlier one of the same step (or of steps without gradient sync).
   void accumulate_grad(size_t i, const DTensor& grad);
   // How many parameters hold an accumulated gradient since the last reduction.
-  int64_t grads_received() const { return grads_received_; }
+  int64_t grads_received() const;
   // Starts the reduce-scatter (and the HSDP all-reduce) of the accumulated gradients (no-op when none; when
   // gradient sync is off, keeps them unsharded for the next backward instead).
   void reduce_grads();
   // Waits for the reduction; after it sharded_grad(i) holds parameter i's gradient shard (undefined when it got
   // none), divided by the divide factor, in reduce_dtype, with sharded_param(i)'s spec.
   void wait_for_reduce();
-  bool reduce_pending() const { return reduce_work_ != nullptr; }
+  bool reduce_pending() const;
   const DTensor& sharded_grad(size_t i) const;
   // Takes the reduced gradients out (fully_shard moves them into the Variables).
   std::vector<DTensor> take_sharded_grads();
@@ -108,8 +107,6 @@ class ParamGroup {
   std::vector<DTensor> params_;  // sharded
   State state_ = State::kSharded;
   bool sync_grads_ = true;
-  int64_t grads_received_ = 0;
-  WorkPtr reduce_work_;
   std::unique_ptr<Impl> impl_;
 };
 

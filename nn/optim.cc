@@ -37,13 +37,12 @@ Optimizer::State& Optimizer::state_for(const Variable& p, const std::vector<std:
     s.mesh = p.mesh();
     s.shape = p.shape();
     MemoryKindScope scope(MemoryKind::kOptimizerState);
-    // The state lives where the shard does: on the host for FSDP's cpu_offload of a CUDA run (the step runs there).
+    // Zeros of the local shard's shape, where the shard lives (on the host for FSDP's cpu_offload of a CUDA run:
+    // the step runs there).
     const Tensor& local = p.to_local();
     for (const std::string& n : names)
-      s.tensors[n] = local.device() == p.mesh().device()
-                         ? zeros_like(p.data())
-                         : DTensor::from_local_unchecked(Tensor::zeros(local.shape(), local.dtype(), local.device()),
-                                                         p.mesh(), p.spec(), p.shape());
+      s.tensors[n] = DTensor::from_local_unchecked(Tensor::zeros(local.shape(), local.dtype(), local.device()),
+                                                   p.mesh(), p.spec(), p.shape());
     return s;
   }
   DT_CHECK_ARG(s.spec == p.spec() && s.mesh == p.mesh() && s.shape == p.shape(), "optimizer: parameter ",

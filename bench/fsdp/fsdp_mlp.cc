@@ -34,6 +34,7 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "examples/cli.h"
+#include "placement/layout.h"
 #include "fsdp/fully_shard.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
@@ -180,12 +181,7 @@ int main(int argc, char** argv) {
     const bool launched = program.launched;
     const int threads = program.threads;
     const bool lead = world->rank() == 0;
-    if (world->size() != a.dp * a.tp) {
-      if (lead)
-        std::cerr << "fsdp_mlp: --dp " << a.dp << " x --tp " << a.tp << " = " << a.dp * a.tp << " ranks, but "
-                  << world->size() << " processes run (dtrun --nproc-per-node " << a.dp * a.tp << ")\n";
-      return 2;
-    }
+    if (!dt::examples::check_ranks(*world, a.dp, a.tp, "fsdp_mlp")) return 2;
     dt::DeviceMesh mesh = dt::DeviceMesh::create(dt::DeviceType::kCPU, {a.dp, a.tp}, {"dp", "tp"});
     dt::DeviceMesh tp = mesh["tp"], dp = mesh["dp"];
     const int64_t rss_base = dt::process_rss_bytes();
@@ -217,8 +213,8 @@ int main(int argc, char** argv) {
 
     // This dp rank's rows of the global batch (torch.chunk's split: uneven batches are fine).
     const int64_t dp_rank = dp.local_rank(0);
-    const int64_t chunk = (a.batch + a.dp - 1) / a.dp;
-    const int64_t row0 = std::min(a.batch, dp_rank * chunk), rows = std::min(a.batch, row0 + chunk) - row0;
+    const dt::IndexRange my_rows = dt::chunk_range(a.batch, a.dp, dp_rank);
+    const int64_t row0 = my_rows.begin, rows = my_rows.size();
     const double elements = double(a.batch * a.seq * a.dim);
     const MemoryTheory theory = memory_theory(a, rows, local_param_bytes, group_unsharded);
     if (lead && !a.json)
