@@ -52,6 +52,24 @@ Optimizer::State& Optimizer::state_for(const Variable& p, const std::vector<std:
   return s;
 }
 
+std::map<std::string, DTensor> Optimizer::ensure_state(const Variable& param) {
+  DT_CHECK_ARG(std::any_of(params_.begin(), params_.end(), [&](const Variable& p) { return p.impl() == param.impl(); }),
+               "optimizer: ", param.name().empty() ? std::string("(unnamed)") : param.name(),
+               " is not one of its parameters");
+  return state_for(param, state_names()).tensors;
+}
+
+int64_t Optimizer::state_step(const Variable& param) const {
+  auto it = state_.find(param.impl());
+  return it == state_.end() ? 0 : it->second.step;
+}
+
+void Optimizer::set_state_step(const Variable& param, int64_t step) {
+  DT_CHECK_ARG(step >= 0, "optimizer: a state step must be >= 0, got ", step);
+  ensure_state(param);
+  state_.at(param.impl()).step = step;
+}
+
 namespace {
 
 // The local gradient of p as a contiguous tensor of p's layout (a gradient accumulated by autograd already has it).
@@ -96,6 +114,10 @@ SGD::SGD(std::vector<Variable> params, SgdOptions o) : Optimizer(std::move(param
   lr_ = o.lr;
 }
 
+std::vector<std::string> SGD::state_names() const {
+  return o_.momentum > 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+}
+
 void SGD::step() {
   NoGradGuard no_grad;
   ++steps_;
@@ -105,7 +127,7 @@ void SGD::step() {
     kernels::SgdStep h{lr_, o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, true};
     Tensor buf;
     if (o_.momentum > 0) {
-      State& s = state_for(p, {"momentum_buffer"});
+      State& s = state_for(p, state_names());
       h.first = s.step == 0;
       ++s.step;
       buf = s.tensors["momentum_buffer"].to_local();
@@ -128,7 +150,7 @@ void AdamW::step() {
   for (const Variable& p : params_) {
     if (!p.grad().defined()) continue;
     check_payload(p);
-    State& s = state_for(p, {"exp_avg", "exp_avg_sq"});
+    State& s = state_for(p, state_names());
     ++s.step;
     kernels::AdamWStep h{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, s.step};
     kernels::adamw_step(p.to_local(), local_grad(p), s.tensors["exp_avg"].to_local(),

@@ -34,6 +34,18 @@ class Optimizer {
   // The state tensors of a parameter ("exp_avg", "exp_avg_sq", "momentum_buffer"), empty before its first step.
   std::map<std::string, DTensor> state(const Variable& param) const;
   int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
+
+  // ---- state for checkpoints (nn/checkpoint.h) ----
+  // The names of the state tensors each parameter gets (AdamW: exp_avg, exp_avg_sq; SGD with momentum:
+  // momentum_buffer; plain SGD: none).
+  virtual std::vector<std::string> state_names() const = 0;
+  // A parameter's state tensors, made (zeros of its layout, step 0: what its first step would make) when it has
+  // none, so that a checkpoint can be loaded into them in place. The parameter must be one of this optimizer's.
+  std::map<std::string, DTensor> ensure_state(const Variable& param);
+  // The number of steps a parameter's state has taken (0 without state), and setting it (after a load).
+  int64_t state_step(const Variable& param) const;
+  void set_state_step(const Variable& param, int64_t step);
 
  protected:
   struct State {
@@ -61,6 +73,7 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Variable> params, SgdOptions options = {});
   void step() override;
+  std::vector<std::string> state_names() const override;
 
  private:
   SgdOptions o_;
@@ -73,6 +86,7 @@ class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Variable> params, AdamWOptions options = {});
   void step() override;
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
  private:
   AdamWOptions o_;
