@@ -4,8 +4,10 @@
 #  2. 4 processes (UCX over shared memory) on a 2x2 (dp, tp) mesh: a chain of redistributions (uneven, Partial,
 #     nested) checked against the full tensor, then a tensor-parallel MLP with loss parallel checked against the
 #     single-process computation.
-#  3. examples/train_gpt: a GPT trained on one process and with FSDP + TP on the 2x2 mesh (parameters sharded over
-#     dp by fully_shard, Megatron tensor parallelism over tp), side by side; the losses agree step by step.
+#  3. examples/train_gpt: a GPT trained on one process, and the same training as a job that moves: FSDP on 2
+#     processes with asynchronous sharded checkpoints, stopped half-way (as if preempted), resumed from its newest
+#     checkpoint with FSDP + TP on the 2x2 mesh (parameters sharded over dp by fully_shard, Megatron tensor
+#     parallelism over tp), which exports the weights as safetensors at the end; the losses agree step by step.
 # Each part first builds only the targets it runs (a no-op once built): on a fresh clone the planner, which needs
 # only core/ and placement/, prints while the rest is still to compile. Build output goes to stderr.
 set -euo pipefail
@@ -23,32 +25,42 @@ echo "== 4 processes on a 2x2 (dp, tp) mesh: dtrun --nproc-per-node 4 $build/exa
 "$build/tools/dtrun" --nproc-per-node 4 --timeout 60 "$build/examples/redistribute_demo"
 echo
 build_targets examples/train_gpt
-# 3. Training: the GPT on one process, then with FSDP + TP on a 2x2 (dp, tp) mesh of 4 processes (batch and
-#    parameter shards over dp, Megatron TP with loss parallel over tp), from the same weights on the same data; the
-#    losses must agree step by step.
+# 3. Training: the GPT on one process; then FSDP on 2 processes, checkpointing, stopped half-way; then resumed with
+#    FSDP + TP on a 2x2 (dp, tp) mesh of 4 processes (batch and parameter shards over dp, Megatron TP with loss
+#    parallel over tp), from the same weights on the same data: the losses must agree step by step.
 steps=${DT_DEMO_TRAIN_STEPS:-12}
+half=$((steps / 2))
+ckpt=$(mktemp -d "${TMPDIR:-/tmp}/dtensor_demo_XXXXXX")
+trap 'rm -rf "$ckpt"' EXIT
 train_args=(--steps "$steps" --layers 2 --dim 128 --heads 4 --vocab 512 --seq 64 --batch 8 --lr 3e-3)
 echo "== training a GPT, one process: $build/examples/train_gpt ${train_args[*]}"
 one=$("$build/examples/train_gpt" "${train_args[@]}" | tee /dev/stderr)
 echo
-echo "== the same with FSDP + TP on a 2x2 (dp, tp) mesh: dtrun --nproc-per-node 4 $build/examples/train_gpt --dp 2 --tp 2 --fsdp ..."
-four=$("$build/tools/dtrun" --nproc-per-node 4 --timeout 300 "$build/examples/train_gpt" --dp 2 --tp 2 --fsdp \
-  "${train_args[@]}" | tee /dev/stderr)
+echo "== FSDP on 2 processes, a checkpoint every 3 steps (written while training goes on), stopped after step $half:"
+echo "   dtrun --nproc-per-node 2 $build/examples/train_gpt --dp 2 --fsdp --save-dir $ckpt --save-every 3 --async-save --stop-at $half ..."
+first=$("$build/tools/dtrun" --nproc-per-node 2 --timeout 300 "$build/examples/train_gpt" --dp 2 --fsdp \
+  --save-dir "$ckpt" --save-every 3 --async-save --stop-at "$half" "${train_args[@]}" | tee /dev/stderr)
 echo
-/usr/bin/python3 - "$one" "$four" <<'PY'
+echo "== resumed from the newest checkpoint with FSDP + TP on a 2x2 (dp, tp) mesh, weights exported at the end:"
+echo "   dtrun --nproc-per-node 4 $build/examples/train_gpt --dp 2 --tp 2 --fsdp --save-dir $ckpt --resume --export $ckpt/model.safetensors ..."
+four=$("$build/tools/dtrun" --nproc-per-node 4 --timeout 300 "$build/examples/train_gpt" --dp 2 --tp 2 --fsdp \
+  --save-dir "$ckpt" --resume --export "$ckpt/model.safetensors" "${train_args[@]}" | tee /dev/stderr)
+echo
+/usr/bin/python3 - "$one" "$first$four" <<'PY'
 import re, sys
 def losses(text):
     return {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"^step\s+(\d+)\s+loss\s+([0-9.]+)", text, re.M)}
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
 if not a or a.keys() != b.keys():
     sys.exit("demo: the two runs printed different steps")
-print("step   1 process   FSDP + TP 2x2   relative difference")
+print("step   1 process   FSDP 2, then FSDP + TP 2x2   relative difference")
 worst = 0.0
 for s in sorted(a):
     rel = abs(a[s] - b[s]) / abs(a[s])
     worst = max(worst, rel)
-    print(f"{s:4d}   {a[s]:.5f}     {b[s]:.5f}         {rel:.1e}")
+    print(f"{s:4d}   {a[s]:.5f}     {b[s]:.5f}                      {rel:.1e}")
 if worst > 1e-4:
-    sys.exit(f"demo: the 2x2 run differs from one process by {worst:.1e} (more than 1e-4)")
-print(f"demo: FSDP + TP training on the 2x2 mesh matches one process to {worst:.1e} at every step")
+    sys.exit(f"demo: the moved job differs from one process by {worst:.1e} (more than 1e-4)")
+print(f"demo: FSDP on 2 processes, then FSDP + TP on the 2x2 mesh from its checkpoint, matches one process to "
+      f"{worst:.1e} at every step")
 PY

@@ -26,6 +26,7 @@
 #include "placement/layout.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/fully_shard_memory.h"
+#include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
 
@@ -38,6 +39,12 @@ struct Args {
   bool json = false, sequence_parallel = false, checkpoint = false, cuda = false, fsdp = false, cpu_offload = false;
   int64_t hsdp = 1;              // replicate groups of HSDP (1: plain FSDP)
   std::string mixed_precision;   // "", "bf16" or "f16": FSDP's param dtype (gradients reduced in f32)
+  std::string save_dir;          // checkpoints in save_dir/step-NNNNNN (model and AdamW state)
+  int64_t save_every = 0;        // 0: at the end only
+  int64_t keep = 2;              // complete checkpoints kept
+  bool async_save = false, resume = false;
+  int64_t stop_at = 0;           // > 0: end after this step, as a preempted job would (the schedule still spans --steps)
+  std::string export_path;       // the model's weights as safetensors at the end
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -46,7 +53,8 @@ struct Args {
                "                 [--batch 8] [--hidden 4*dim] [--steps 20] [--seed 0] [--lr 1e-3] [--warmup 0]\n"
                "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel] [--checkpoint]\n"
                "                 [--device cpu|cuda] [--fsdp] [--hsdp R] [--mixed-precision bf16|f16] [--cpu-offload]\n"
-               "                 [--json]\n"
+               "                 [--save-dir DIR] [--save-every N] [--keep 2] [--async-save] [--resume] [--stop-at N]\n"
+               "                 [--export model.safetensors] [--json]\n"
                "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
   std::exit(2);
 }
@@ -95,6 +103,15 @@ Args parse(int argc, char** argv) {
       a.cuda = v == "cuda";
     }
     else if (k == "--sequence-parallel") a.sequence_parallel = true;
+    else if (k == "--save-every") num(a.save_every);
+    else if (k == "--keep") num(a.keep);
+    else if (k == "--async-save") a.async_save = true;
+    else if (k == "--stop-at") num(a.stop_at);
+    else if (k == "--resume") a.resume = true;
+    else if (k == "--save-dir" || k == "--export") {
+      if (i + 1 >= argc) usage(k + " needs a path");
+      (k == "--save-dir" ? a.save_dir : a.export_path) = argv[++i];
+    }
     else if (k == "--checkpoint") a.checkpoint = true;
     else if (k == "--help" || k == "-h") usage("help");
     else usage("unknown option " + k);
@@ -105,6 +122,9 @@ Args parse(int argc, char** argv) {
   if (a.hsdp < 1 || a.dp % a.hsdp != 0) usage("--hsdp R: R must divide --dp");
   if (!a.mixed_precision.empty() && !a.fsdp) usage("--mixed-precision is FSDP's: add --fsdp");
   if (a.cpu_offload && (!a.fsdp || !a.cuda)) usage("--cpu-offload is FSDP's, for --device cuda: add --fsdp");
+  if (a.save_dir.empty() && (a.save_every > 0 || a.resume || a.async_save))
+    usage("--save-every, --resume and --async-save need --save-dir");
+  if (a.save_every < 0 || a.keep < 1 || a.stop_at < 0) usage("--save-every, --stop-at must be >= 0 and --keep >= 1");
   return a;
 }
 
@@ -255,8 +275,49 @@ int main(int argc, char** argv) {
                   !a.fsdp ? "" : a.hsdp > 1 ? (", HSDP (" + std::to_string(a.hsdp) + " replicas)").c_str() : ", FSDP",
                   (long long)a.successors, corpus.entropy_floor());
     }
+    // --resume: the newest complete checkpoint under --save-dir (the data of step k depends on k alone, so the run
+    // goes on as if it had not stopped).
+    int64_t first_step = 1;
+    if (a.resume) {
+      if (const auto dir = dt::checkpoint::latest(a.save_dir)) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const dt::checkpoint::LoadResult r = dt::nn::load_checkpoint(*dir, *model, &opt);
+        first_step = std::get<int64_t>(r.metadata.at("step")) + 1;
+        if (lead && !a.json)
+          std::printf("resumed from %s (step %lld): read %s on this rank in %.3f s\n", dir->c_str(),
+                      (long long)(first_step - 1), mib(double(r.bytes_read)).c_str(),
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      } else if (lead && !a.json) {
+        std::printf("no checkpoint under %s yet: starting at step 1\n", a.save_dir.c_str());
+      }
+    }
+    dt::checkpoint::SaveHandle pending_save;
+    std::string pending_dir;
+    // A save's end: wait for it (async), then keep the newest --keep checkpoints.
+    auto finish_save = [&]() {
+      if (!pending_save.valid()) return;
+      pending_save.wait();
+      pending_save = {};
+      if (lead) dt::checkpoint::prune(a.save_dir, a.keep);
+    };
+    auto save = [&](int64_t step) {
+      finish_save();
+      char name[32];
+      std::snprintf(name, sizeof name, "step-%06lld", (long long)step);
+      pending_dir = a.save_dir + "/" + name;
+      const auto t0 = std::chrono::steady_clock::now();
+      pending_save = dt::nn::save_checkpoint_async(pending_dir, *model, &opt, {{"step", step}});
+      const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!a.async_save) finish_save();
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (lead && !a.json)
+        std::printf("checkpoint: step %lld %s %s in %.3f s%s\n", (long long)step,
+                    a.async_save ? "saving to" : "saved to", pending_dir.c_str(), a.async_save ? blocked : secs,
+                    a.async_save ? " (the rest is written while training goes on)" : "");
+    };
     double first_loss = 0, last_loss = 0, total_s = 0;
-    for (int64_t step = 1; step <= a.steps; ++step) {
+    const int64_t last_step = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
+    for (int64_t step = first_step; step <= last_step; ++step) {
       const auto t0 = std::chrono::steady_clock::now();
       dt::Tensor tokens = dt::Tensor::empty({rows, a.seq + 1}, dt::DType::i64);
       for (int64_t r = 0; r < rows; ++r) corpus.sequence(step, row0 + r, a.seq + 1, tokens.data<int64_t>() + r * (a.seq + 1));
@@ -277,7 +338,7 @@ int main(int argc, char** argv) {
       const double value = l.data<double>()[0];
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       total_s += secs;
-      if (step == 1) first_loss = value;
+      if (step == first_step) first_loss = value;
       last_loss = value;
       // The accounting's peak (core/memory_stats.h): every storage this rank holds, by kind.
       const double peak = double(dt::memory_usage(mesh.device()).total_peak);
@@ -292,10 +353,16 @@ int main(int argc, char** argv) {
                       tokens_per_step / secs, opt.lr(), mib(peak).c_str());
         std::fflush(stdout);
       }
+      if (!a.save_dir.empty() && ((a.save_every > 0 && step % a.save_every == 0) || step == last_step)) save(step);
     }
-    if (lead && !a.json && a.steps > 0)
+    finish_save();
+    if (!a.export_path.empty()) {
+      dt::checkpoint::export_safetensors(a.export_path, model->state_dict());
+      if (lead && !a.json) std::printf("exported the model's weights to %s\n", a.export_path.c_str());
+    }
+    if (lead && !a.json && last_step >= first_step)
       std::printf("done: loss %.4f -> %.4f (entropy floor %.4f), %.0f tokens/s on average\n", first_loss, last_loss,
-                  corpus.entropy_floor(), tokens_per_step * double(a.steps) / total_s);
+                  corpus.entropy_floor(), tokens_per_step * double(last_step - first_step + 1) / total_s);
     if (a.steps > 0) print_memory(world, mesh.device(), *model, a.fsdp, lead, a.json);
     if (lead && a.json && a.fsdp && a.steps > 0) {
       const dt::fsdp::CommStats c = dt::fsdp::comm_stats();

@@ -103,6 +103,10 @@ bool is_complete(const std::string& dir);
 // The complete checkpoint under `root` (a folder of checkpoint folders) with the greatest "step" metadata (folders
 // without one come first, by name); nullopt when there is none.
 std::optional<std::string> latest(const std::string& root);
+// Removes the complete checkpoints under `root` but the `keep` newest (by step, then name), and the folders of
+// interrupted saves that sort before the oldest one kept. Returns the folders removed. Not collective: one rank
+// calls it, after the save it follows has completed (SaveHandle::wait, or save).
+std::vector<std::string> prune(const std::string& root, int64_t keep);
 
 // ---- The ecosystem: plain safetensors files ----
 

@@ -1,5 +1,4 @@
-// load and import_safetensors (one path: an Index, from a checkpoint or from safetensors files), verify, latest.
-#include <algorithm>
+// load and import_safetensors (one path: an Index, from a checkpoint or from safetensors files), and verify.
 #include <set>
 
 #include "core/error.h"
@@ -120,32 +119,6 @@ bool is_complete(const std::string& dir) {
   } catch (const SystemError&) {
     return false;
   }
-}
-
-std::optional<std::string> latest(const std::string& root) {
-  std::optional<std::string> best;
-  std::pair<int64_t, std::string> best_key;
-  std::vector<std::string> names = list_dir(root);
-  std::sort(names.begin(), names.end());
-  for (const std::string& name : names) {
-    const std::string dir = join_path(root, name);
-    if (!file_exists(join_path(dir, kIndexName))) continue;
-    Index index;
-    try {
-      index = read_index(dir);
-    } catch (const Error&) {
-      continue;  // damaged: not a candidate
-    }
-    int64_t step = -1;
-    if (auto it = index.metadata.find("step"); it != index.metadata.end())
-      if (const int64_t* s = std::get_if<int64_t>(&it->second)) step = *s;
-    const std::pair<int64_t, std::string> key{step, name};
-    if (!best || key > best_key) {
-      best = dir;
-      best_key = key;
-    }
-  }
-  return best;
 }
 
 }  // namespace dt::checkpoint

@@ -392,6 +392,14 @@ TEST(CheckpointSave, LatestPicksTheGreatestCompleteStep) {
   write_file_atomically(root + "/step-30/0123456789abcdef-r0.safetensors", "partial");
   EXPECT_EQ(latest(root), root + "/step-20");
   EXPECT_FALSE(latest(root + "/nothing-here").has_value());
+  make_dirs(root + "/step-1");  // an older interrupted save
+  // Keep the two newest (20, 10): step-5 and the interrupted step-1 go; step-30 (newer, maybe in flight) stays.
+  std::vector<std::string> removed = prune(root, 2);
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{root + "/step-1", root + "/step-5"}));
+  std::vector<std::string> left = list_dir(root);
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"step-10", "step-20", "step-30"}));
 }
 
 // ---- damaged files ----

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """examples/train_gpt on one process and on real processes with tp = 2, tp = 4, dp x tp = 2 x 2, FSDP over 2, HSDP
 2 x 2 and FSDP 2 x TP 2 (dtrun, UCX): the losses of the first 20 steps must agree with the one-process run within
-1e-4 relative, and every run must print one JSON line per step with the fields the issues name. The vocabulary (97)
+1e-4 relative, and every run must print one JSON line per step with the fields the issues name. A run stopped after
+step 10 with a checkpoint (FSDP 2, async save) and resumed on FSDP 2 x TP 2 continues with the same losses. The vocabulary (97)
 splits unevenly over 2 and 4 ranks, for TP and for FSDP's dim-0 shards.
 
 Usage: train_gpt_losses.py DTRUN TRAIN_GPT [--device cuda]
@@ -13,13 +14,14 @@ Exits 77 (skipped) when no GPU is usable.
 import json
 import subprocess
 import sys
+import tempfile
 
 STEPS = 20
 COMMON = ["--steps", str(STEPS), "--json", "--layers", "2", "--dim", "64", "--heads", "4", "--vocab", "97",
           "--seq", "16", "--batch", "4", "--threads", "1"]
 
 
-def run(cmd):
+def run(cmd, first=1, last=STEPS):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
@@ -28,8 +30,8 @@ def run(cmd):
         missing = {"step", "loss", "tokens_per_s", "peak_bytes", "rss_peak_bytes"} - set(r)
         if missing:
             sys.exit(f"{' '.join(cmd)}: a JSON line lacks {sorted(missing)}: {r}")
-    if [r["step"] for r in rows] != list(range(1, STEPS + 1)):
-        sys.exit(f"{' '.join(cmd)}: expected steps 1..{STEPS}, got {[r['step'] for r in rows]}")
+    if [r["step"] for r in rows] != list(range(first, last + 1)):
+        sys.exit(f"{' '.join(cmd)}: expected steps {first}..{last}, got {[r['step'] for r in rows]}")
     return [r["loss"] for r in rows]
 
 
@@ -82,6 +84,17 @@ def main():
             if rel > 1e-4:
                 sys.exit(f"{name}: step {step} loss {a} differs from one process {b} (relative {rel:.2e})")
         print(f"{name}: {STEPS} losses agree with one process (largest relative difference so far {worst:.1e})")
+    # Preempted after step 10 (FSDP 2, async checkpoints every 5 steps), resumed on another layout.
+    with tempfile.TemporaryDirectory(prefix="train_gpt_ckpt_") as d:
+        first = run([dtrun, "--nproc-per-node", "2", "--timeout", "120", train, "--dp", "2", "--fsdp", "--save-dir", d,
+                     "--save-every", "5", "--async-save", "--stop-at", "10"] + COMMON, 1, 10)
+        second = run([dtrun, "--nproc-per-node", "4", "--timeout", "120", train, "--dp", "2", "--tp", "2", "--fsdp",
+                      "--save-dir", d, "--resume"] + COMMON, 11, STEPS)
+        for step, (a, b) in enumerate(zip(first + second, ref), start=1):
+            if abs(a - b) > 1e-4 * abs(b):
+                sys.exit(f"fsdp 2 stopped at 10, resumed on fsdp 2 x tp 2: step {step} loss {a} differs from one "
+                         f"process {b}")
+        print("fsdp 2 stopped after step 10, resumed from its checkpoint on fsdp 2 x tp 2: 20 losses agree")
     print(f"one process: loss {ref[0]:.4f} -> {ref[-1]:.4f}")
 
 
