@@ -59,8 +59,17 @@ def main_cuda(dtrun, train):
     for step, (a, b) in enumerate(zip(offload, gpu), start=1):
         if abs(a - b) > 1e-4 * abs(b):
             sys.exit(f"cuda fsdp 2 with cpu offload: step {step} loss {a} differs from one GPU process {b}")
-    print(f"cuda: {STEPS} losses match the CPU (1e-3); tp 2, fsdp 2 and fsdp 2 with cpu offload match one GPU "
-          f"process (1e-4)")
+    # Checkpoints of GPU tensors (copied to the host to be written, loaded back into device memory): FSDP 2 on the
+    # GPU stopped after step 10, resumed on one GPU process.
+    with tempfile.TemporaryDirectory(prefix="train_gpt_ckpt_") as d:
+        first = run([dtrun, "--nproc-per-node", "2", "--timeout", "300", train, "--device", "cuda", "--dp", "2",
+                     "--fsdp", "--save-dir", d, "--save-every", "5", "--async-save", "--stop-at", "10"] + COMMON, 1, 10)
+        second = run([train, "--device", "cuda", "--save-dir", d, "--resume"] + COMMON, 11, STEPS)
+        for step, (a, b) in enumerate(zip(first + second, gpu), start=1):
+            if abs(a - b) > 1e-4 * abs(b):
+                sys.exit(f"cuda fsdp 2 stopped at 10, resumed on one GPU: step {step} loss {a} differs from {b}")
+    print(f"cuda: {STEPS} losses match the CPU (1e-3); tp 2, fsdp 2, fsdp 2 with cpu offload and a checkpointed run "
+          f"resumed on one GPU match one GPU process (1e-4)")
 
 
 def main():
