@@ -115,6 +115,25 @@ void validate_tensor(const StoredTensor& t, const Index& index) {
 
 }  // namespace
 
+std::string encode_crcs(const std::vector<uint32_t>& crcs) {
+  std::string s;
+  s.reserve(crcs.size() * 8);
+  for (uint32_t x : crcs) s += hex8(x);
+  return s;
+}
+
+std::optional<std::vector<uint32_t>> decode_crcs(std::string_view hex) {
+  if (hex.size() % 8 != 0) return std::nullopt;
+  std::vector<uint32_t> out;
+  out.reserve(hex.size() / 8);
+  for (size_t i = 0; i < hex.size(); i += 8) {
+    const auto x = parse_hex8(hex.substr(i, 8));
+    if (!x) return std::nullopt;
+    out.push_back(*x);
+  }
+  return out;
+}
+
 std::string meta_to_string(const MetaValue& v) { return json::serialize(meta_to_json(v)); }
 
 const StoredTensor* Index::find(const std::string& name) const {
@@ -151,10 +170,7 @@ std::string encode_index(const Index& index) {
       co["file"] = c.file;
       co["begin"] = c.begin;
       co["bytes"] = c.bytes;
-      std::string crcs;
-      crcs.reserve(c.page_crcs.size() * 8);
-      for (uint32_t x : c.page_crcs) crcs += hex8(x);
-      co["crc32c"] = crcs;
+      co["crc32c"] = encode_crcs(c.page_crcs);
       chunks.push_back(std::move(co));
     }
     o["chunks"] = std::move(chunks);
@@ -248,13 +264,9 @@ Index parse_index(std::string_view text, const std::string& path) {
       c.file = string_of(member(co, "file", where + " chunk", path), where + " chunk file", path);
       c.begin = uint64_t(count_of(member(co, "begin", where + " chunk", path), where + " chunk begin", path));
       c.bytes = uint64_t(count_of(member(co, "bytes", where + " chunk", path), where + " chunk bytes", path));
-      const std::string crcs = string_of(member(co, "crc32c", where + " chunk", path), where + " crc32c", path);
-      if (crcs.size() % 8 != 0) bad(path, where + " has a crc32c list that is not 8 hex digits per page");
-      for (size_t i = 0; i < crcs.size(); i += 8) {
-        const auto x = parse_hex8(std::string_view(crcs).substr(i, 8));
-        if (!x) bad(path, where + " has a crc32c that is not hex");
-        c.page_crcs.push_back(*x);
-      }
+      const auto crcs = decode_crcs(string_of(member(co, "crc32c", where + " chunk", path), where + " crc32c", path));
+      if (!crcs) bad(path, where + " has a crc32c list that is not 8 hex digits per page");
+      c.page_crcs = *crcs;
       t.chunks.push_back(std::move(c));
     }
     index.tensors.push_back(std::move(t));

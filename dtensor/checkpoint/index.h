@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -63,6 +64,10 @@ struct Index {
   std::vector<StoredTensor> tensors;           // in the order they were saved
   const StoredTensor* find(const std::string& name) const;  // nullptr when absent
 };
+
+// Page checksums as text (8 lowercase hex digits each, concatenated), and back (nullopt for anything else).
+std::string encode_crcs(const std::vector<uint32_t>& crcs);
+std::optional<std::vector<uint32_t>> decode_crcs(std::string_view hex);
 
 // The JSON text of an index (Note [Checkpoint index]), ending in its own checksum and a newline.
 std::string encode_index(const Index& index);

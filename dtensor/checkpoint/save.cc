@@ -2,11 +2,7 @@
 // rank's file and its checksums, and on rank 0 commit the index once every rank's part is on disk.
 #include <boost/json.hpp>
 #include <chrono>
-#include <cinttypes>
-#include <cstdio>
 #include <mutex>
-#include <random>
-#include <set>
 #include <thread>
 
 #include "collectives/exchange.h"
@@ -41,16 +37,6 @@ struct Job {
   std::vector<Tensor> blocks;  // host, contiguous: the data of file.entries, in order
 };
 
-std::string hex_crcs(const std::vector<uint32_t>& crcs) {
-  std::string s;
-  char buf[9];
-  for (uint32_t c : crcs) {
-    std::snprintf(buf, sizeof buf, "%08" PRIx32, c);
-    s += buf;
-  }
-  return s;
-}
-
 // This rank's safetensors file (temporary name, fsync, rename), then its checksums the same way.
 void write_part(const Job& job) {
   make_dirs(job.dir);
@@ -70,7 +56,7 @@ void write_part(const Job& job) {
         crc32c_pages(data + pos, n, P, page.data() + pos / P);
         f.write_at(data + pos, n, e.begin + pos);
       }
-      crcs.push_back(json::string(hex_crcs(page)));
+      crcs.push_back(json::string(encode_crcs(page)));
     }
     f.sync();
     f.close();
@@ -115,11 +101,11 @@ void commit(const Job& job) {
     for (size_t k = 0; k < rf.entries.size(); ++k) {
       const RankFile::Entry& e = rf.entries[k];
       const json::value& hex = list->get_array()[k];
-      StoredChunk c{e.box, rf.name, e.begin, e.bytes, {}};
-      const std::string s = hex.is_string() ? std::string(hex.get_string()) : "";
-      DT_ASSERT(s.size() == 8 * page_count(e.bytes, job.page_bytes), "checksum count of rank ", r);
-      for (size_t i = 0; i < s.size(); i += 8) c.page_crcs.push_back(uint32_t(std::stoul(s.substr(i, 8), nullptr, 16)));
-      index.tensors[e.tensor].chunks.push_back(std::move(c));
+      const auto crcs = decode_crcs(hex.is_string() ? std::string_view(hex.get_string()) : std::string_view("?"));
+      if (!crcs || crcs->size() != page_count(e.bytes, job.page_bytes))
+        DT_THROW(InvalidArgument, "checkpoint save to '", job.dir, "': the checksums of rank ", r, " in '", meta_path,
+                 "' do not match its blocks");
+      index.tensors[e.tensor].chunks.push_back({e.box, rf.name, e.begin, e.bytes, *crcs});
     }
     if (!rf.entries.empty()) index.file_bytes[rf.name] = rf.bytes;
   }
