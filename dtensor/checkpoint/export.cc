@@ -33,9 +33,18 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Tensors in order, a new file whenever the next tensor would push the current one past max_shard_bytes.
-OutLayout plan_output(const std::string& path, const std::vector<std::string>& names, const std::vector<DType>& dtypes,
-                      const std::vector<Shape>& shapes, const ExportOptions& options) {
+// Tensors in order (anything with name, dtype and shape: SavedTensor, StoredTensor), a new file whenever the next
+// tensor would push the current one past max_shard_bytes.
+template <typename T>
+OutLayout plan_output(const std::string& path, const std::vector<T>& tensors, const ExportOptions& options) {
+  std::vector<std::string> names;
+  std::vector<DType> dtypes;
+  std::vector<Shape> shapes;
+  for (const T& t : tensors) {
+    names.push_back(t.name);
+    dtypes.push_back(t.dtype);
+    shapes.push_back(t.shape);
+  }
   OutLayout out;
   const size_t slash = path.find_last_of('/');
   out.dir = slash == std::string::npos ? "." : path.substr(0, slash);
@@ -122,6 +131,14 @@ std::exception_ptr capture(F&& f) {
   return nullptr;
 }
 
+// A file of the export at its full size, with its header, under its temporary name.
+File create_out_file(const OutLayout& out, const OutFile& f, const std::string& tmp_suffix) {
+  File file(join_path(out.dir, f.name) + tmp_suffix, File::Mode::kCreate);
+  file.truncate(f.bytes);
+  file.write_at(f.header.data(), f.header.size(), 0);
+  return file;
+}
+
 void publish(const OutLayout& out, const std::string& path, const std::string& tmp_suffix) {
   for (const OutFile& f : out.files) durable_rename(join_path(out.dir, f.name) + tmp_suffix, join_path(out.dir, f.name));
   if (!out.hf_index.empty()) write_file_atomically(path, out.hf_index);
@@ -133,25 +150,13 @@ void export_safetensors(const std::string& path, const TensorList& tensors, cons
   const std::string what = "safetensors export to '" + path + "'";
   DT_CHECK_ARG(!path.empty(), "safetensors export: the path is empty");
   Prepared p = prepare(what, tensors, int64_t(options.max_shard_bytes));
-  std::vector<std::string> names;
-  std::vector<DType> dtypes;
-  std::vector<Shape> shapes;
-  for (const SavedTensor& t : p.tensors) {
-    names.push_back(t.name);
-    dtypes.push_back(t.dtype);
-    shapes.push_back(t.shape);
-  }
-  const OutLayout out = plan_output(path, names, dtypes, shapes, options);
+  const OutLayout out = plan_output(path, p.tensors, options);
   const std::string tmp = ".tmp-" + p.save_id;
   const int64_t rank = p.world->rank();
   // Rank 0 makes the files at their full size with their headers; then every rank writes its blocks in place.
   agree(*p.world, rank != 0 ? nullptr : capture([&] {
     make_dirs(out.dir);
-    for (const OutFile& f : out.files) {
-      File file(join_path(out.dir, f.name) + tmp, File::Mode::kCreate);
-      file.truncate(f.bytes);
-      file.write_at(f.header.data(), f.header.size(), 0);
-    }
+    for (const OutFile& f : out.files) create_out_file(out, f, tmp);
   }), what);
   agree(*p.world, capture([&] {
     std::vector<std::optional<File>> open(out.files.size());
@@ -172,22 +177,12 @@ void export_safetensors(const std::string& path, const TensorList& tensors, cons
 
 void export_checkpoint(const std::string& dir, const std::string& path, const ExportOptions& options) {
   const Index index = read_index(dir);
-  std::vector<std::string> names;
-  std::vector<DType> dtypes;
-  std::vector<Shape> shapes;
-  for (const StoredTensor& t : index.tensors) {
-    names.push_back(t.name);
-    dtypes.push_back(t.dtype);
-    shapes.push_back(t.shape);
-  }
-  const OutLayout out = plan_output(path, names, dtypes, shapes, options);
+  const OutLayout out = plan_output(path, index.tensors, options);
   const std::string tmp = ".tmp-" + index.save_id;
   make_dirs(out.dir);
   Reader reader(index);
   for (const OutFile& f : out.files) {
-    File file(join_path(out.dir, f.name) + tmp, File::Mode::kCreate);
-    file.truncate(f.bytes);
-    file.write_at(f.header.data(), f.header.size(), 0);
+    File file = create_out_file(out, f, tmp);
     for (const auto& [i, begin] : f.tensors) {
       const StoredTensor& t = index.tensors[i];
       std::vector<char> buf(t.nbytes());

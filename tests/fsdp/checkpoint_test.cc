@@ -25,17 +25,6 @@ namespace {
 
 using nn::Variable;
 
-// Uneven splits: vocab 37 and hidden 40 over 3 and 4, dim 30 over 4.
-nn::GptConfig gpt_config() {
-  nn::GptConfig c;
-  c.vocab = 37;
-  c.dim = 32;
-  c.layers = 2;
-  c.heads = 4;
-  c.hidden = 40;
-  return c;
-}
-
 constexpr int64_t kBatch = 8, kSeq = 8;
 
 struct Layout {
@@ -73,7 +62,7 @@ Snapshot with_model(const Layout& l, uint64_t seed,
   run_threads(int(l.world()), [&](CommunicatorPtr world) {
     set_default_world(world, /*this_thread_only=*/true);
     DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {l.dp, l.tp}, {"dp", "tp"});
-    const nn::GptConfig cfg = gpt_config();
+    const nn::GptConfig cfg = nn_test::uneven_gpt_config();
     auto model = std::make_shared<nn::Gpt>(cfg);
     if (l.tp > 1) nn::parallelize_module(model, mesh["tp"], nn::gpt_tp_plan(cfg, false));
     model->materialize(mesh["tp"], seed);

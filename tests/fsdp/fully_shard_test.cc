@@ -24,17 +24,6 @@ namespace {
 
 using nn::Variable;
 
-// vocab 37 and hidden 40 split unevenly over 3 and 4 ranks; dim 32 over 3.
-nn::GptConfig gpt_config() {
-  nn::GptConfig c;
-  c.vocab = 37;
-  c.dim = 32;
-  c.layers = 2;
-  c.heads = 4;
-  c.hidden = 40;
-  return c;
-}
-
 struct Config {
   int64_t rep = 1, shard = 1, tp = 1;  // mesh (rep, shard, tp); rep * shard ranks share the batch
   bool fsdp = false;
@@ -60,7 +49,7 @@ Trained train(const Config& s, int64_t steps, const std::function<void(nn::Modul
     set_default_world(world, /*this_thread_only=*/true);
     DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {s.rep, s.shard, s.tp}, {"rep", "shard", "tp"});
     DeviceMesh tp = mesh["tp"];
-    const nn::GptConfig cfg = gpt_config();
+    const nn::GptConfig cfg = nn_test::uneven_gpt_config();
     auto model = std::make_shared<nn::Gpt>(cfg);
     if (s.tp > 1) nn::parallelize_module(model, tp, nn::gpt_tp_plan(cfg, false));
     model->materialize(tp, 5);
@@ -264,7 +253,7 @@ TEST(FullyShard, PrefetchesTheNextGroupAndBoundsGatheredGroups) {
   run_threads(2, [](CommunicatorPtr world) {
     set_default_world(world, true);
     DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 1}, {"dp", "tp"});
-    nn::GptConfig cfg = gpt_config();
+    nn::GptConfig cfg = nn_test::uneven_gpt_config();
     cfg.layers = 3;
     auto model = std::make_shared<nn::Gpt>(cfg);
     model->materialize(mesh["tp"], 5);
@@ -316,7 +305,7 @@ TEST(FullyShard, ExplicitPrefetchListsReplaceTheImplicitOnes) {
   run_threads(2, [](CommunicatorPtr world) {
     set_default_world(world, true);
     DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 1}, {"dp", "tp"});
-    nn::GptConfig cfg = gpt_config();
+    nn::GptConfig cfg = nn_test::uneven_gpt_config();
     cfg.layers = 3;
     auto model = std::make_shared<nn::Gpt>(cfg);
     model->materialize(mesh["tp"], 5);
@@ -358,13 +347,13 @@ TEST(FullyShard, RejectsBadInput) {
         EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
       }
     };
-    auto model = std::make_shared<nn::Gpt>(gpt_config());
+    auto model = std::make_shared<nn::Gpt>(nn_test::uneven_gpt_config());
     model->materialize(mesh["tp"], 5);
     expect_error([&] { fsdp::fully_shard(model, mesh, {.mesh_dims = {"data"}}); }, "has no dim named 'data'");
     fsdp::fully_shard(model->layers[0], mesh, {.mesh_dims = {"dp"}});
     expect_error([&] { fsdp::fully_shard(model->layers[0], mesh["dp"]); }, "already sharded");
     // The optimizer made its state for replicated parameters; sharding them afterwards is refused at its next step.
-    auto other = std::make_shared<nn::Gpt>(gpt_config());
+    auto other = std::make_shared<nn::Gpt>(nn_test::uneven_gpt_config());
     other->materialize(mesh["tp"], 5);
     nn::SGD opt(other->parameters(), {.lr = 0.1, .momentum = 0.9});
     const Tensor tokens = nn_test::step_tokens(2, kSeq, 37, 0);

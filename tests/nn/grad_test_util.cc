@@ -23,6 +23,16 @@ Tensor step_tokens(int64_t batch, int64_t seq, int64_t vocab, int64_t step) {
   return t;
 }
 
+nn::GptConfig uneven_gpt_config() {
+  nn::GptConfig c;
+  c.vocab = 37;
+  c.dim = 32;
+  c.layers = 2;
+  c.heads = 4;
+  c.hidden = 40;
+  return c;
+}
+
 DTensor replicate_on(const Tensor& full, const DeviceMesh& mesh) {
   std::vector<Placement> p(size_t(mesh.ndim()), Replicate{});
   // A copy: ranks of the thread backend share the process, and optimizers update their blocks in place.

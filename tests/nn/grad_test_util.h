@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/gpt.h"
 #include "nn/ops.h"
 #include "tests/dtensor/ops/op_test_util.h"
 
@@ -43,5 +44,8 @@ DTensor replicate_on(const Tensor& full, const DeviceMesh& mesh);
 // Tokens of training step `step` ([batch, seq + 1], ids < vocab): rows following t[i+1] = (5 t[i] + 3) mod vocab from
 // a seeded start, so that a model can learn them and the loss falls.
 Tensor step_tokens(int64_t batch, int64_t seq, int64_t vocab, int64_t step);
+
+// The GPT of the FSDP tests: vocab 37 and hidden 40 split unevenly over 3 and 4 ranks, dim 32 over 3.
+nn::GptConfig uneven_gpt_config();
 
 }  // namespace dt::nn_test
