@@ -5,39 +5,32 @@
 #include <map>
 
 #include "core/error.h"
-#include "placement/layout.h"
 
 namespace dt::checkpoint {
 
-std::vector<std::vector<PlannedBlock>> plan_writers(const std::vector<SavedTensor>& tensors, int64_t world_size) {
-  std::vector<uint64_t> load(size_t(world_size), 0);
-  std::vector<std::vector<PlannedBlock>> plan;
-  plan.reserve(tensors.size());
-  for (const SavedTensor& t : tensors) {
-    // Replicas of a block: the ranks whose coordinates give the same box. Boxes in first-seen (linear) order.
-    std::vector<Box> boxes;
+std::vector<std::vector<PlannedBlock>> plan_writers(const std::vector<SavedTensor>& tensors,
+                                                    const std::vector<std::vector<Box>>& boxes) {
+  const size_t world = boxes.size();
+  std::vector<uint64_t> load(world, 0);
+  std::vector<std::vector<PlannedBlock>> plan(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    // Replicas of a block: the ranks holding the same box, blocks in order of their lowest rank.
+    std::vector<Box> order;
     std::map<std::pair<Shape, Shape>, std::vector<int64_t>> replicas;
-    for (int64_t i = 0; i < t.mesh.numel(); ++i) {
-      const std::vector<int64_t> coord = t.mesh.coordinate_at_index(i);
-      const LocalLayout l = local_layout(t.shape, t.mesh, t.spec, coord);
-      if (l.numel() == 0) continue;
-      auto& r = replicas[{l.offset, l.shape}];
-      if (r.empty()) boxes.push_back(Box{l.offset, l.shape});
-      r.push_back(t.mesh.rank_at(coord));
+    for (size_t r = 0; r < world; ++r) {
+      const Box& b = boxes[r][i];
+      if (b.numel() == 0) continue;
+      auto& list = replicas[{b.offset, b.shape}];
+      if (list.empty()) order.push_back(b);
+      list.push_back(int64_t(r));
     }
-    std::vector<PlannedBlock> blocks;
-    const uint64_t bytes_per = dtype_size(t.dtype);
-    for (const Box& b : boxes) {
-      const std::vector<int64_t>& r = replicas[{b.offset, b.shape}];
-      int64_t best = r.front();
-      for (int64_t x : r) {
-        DT_ASSERT(x >= 0 && x < world_size, "mesh rank outside the world");
-        if (load[size_t(x)] < load[size_t(best)] || (load[size_t(x)] == load[size_t(best)] && x < best)) best = x;
-      }
-      load[size_t(best)] += uint64_t(b.numel()) * bytes_per;
-      blocks.push_back({b, best});
+    for (const Box& b : order) {
+      int64_t best = -1;
+      for (int64_t x : replicas[{b.offset, b.shape}])
+        if (best < 0 || load[size_t(x)] < load[size_t(best)]) best = x;  // ranks ascend: ties keep the lowest
+      load[size_t(best)] += uint64_t(b.numel()) * dtype_size(tensors[i].dtype);
+      plan[i].push_back({b, best});
     }
-    plan.push_back(std::move(blocks));
   }
   return plan;
 }

@@ -9,7 +9,6 @@
 #include "dtensor/checkpoint/box.h"
 #include "dtensor/checkpoint/index.h"
 #include "dtensor/checkpoint/safetensors.h"
-#include "placement/mesh_shape.h"
 #include "placement/sharding_spec.h"
 
 namespace dt::checkpoint {
@@ -18,8 +17,7 @@ struct SavedTensor {
   std::string name;
   DType dtype = DType::f32;
   Shape shape;
-  MeshShape mesh;
-  ShardingSpec spec;  // without Partial (reduced before the save)
+  ShardingSpec spec;  // without Partial (reduced before the save); for the index, to be read by people
 };
 
 struct PlannedBlock {
@@ -28,8 +26,11 @@ struct PlannedBlock {
 };
 
 // The distinct non-empty blocks of every tensor, each with the replica that writes it: tensors in order, each block to
-// the replica with the fewest bytes so far, ties to the lowest rank.
-std::vector<std::vector<PlannedBlock>> plan_writers(const std::vector<SavedTensor>& tensors, int64_t world_size);
+// the replica with the fewest bytes so far, ties to the lowest rank. boxes[r][i] is rank r's block of tensor i (every
+// rank's, gathered: ranks that hold the same box are replicas, whatever meshes they are on, e.g. the tp sub-meshes
+// of different dp groups).
+std::vector<std::vector<PlannedBlock>> plan_writers(const std::vector<SavedTensor>& tensors,
+                                                    const std::vector<std::vector<Box>>& boxes);
 
 struct RankFile {
   std::string name;  // "<save id>-r<rank>.safetensors"

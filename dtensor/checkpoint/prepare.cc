@@ -8,6 +8,7 @@
 
 #include "collectives/exchange.h"
 #include "core/error.h"
+#include "placement/layout.h"
 
 namespace dt::checkpoint {
 namespace {
@@ -54,14 +55,11 @@ Prepared prepare(const std::string& what, const TensorList& tensors, int64_t sal
         if (is_partial(s[m])) s = s.with_placement(m, Replicate{});
       v = t.redistribute(s);
     }
-    p.tensors.push_back({name, v.dtype(), v.shape(), v.mesh().shape(), v.spec()});
+    p.tensors.push_back({name, v.dtype(), v.shape(), v.spec()});
     p.values.push_back(std::move(v));
     h = fnv(h, name);
     h = fnv(h, std::string(dtype_name(t.dtype())));
     h = fnv(h, t.shape());
-    h = fnv(h, t.spec().to_string());
-    h = fnv(h, t.mesh().shape().sizes());
-    h = fnv(h, t.mesh().shape().ranks());
   }
   const std::vector<int64_t> agreed = all_gather_ints(*p.world, {int64_t(h), random_id()});
   std::string differ;
@@ -72,7 +70,30 @@ Prepared prepare(const std::string& what, const TensorList& tensors, int64_t sal
   char id[17];
   std::snprintf(id, sizeof id, "%016" PRIx64, uint64_t(agreed[1]));
   p.save_id = id;
-  p.plan = plan_writers(p.tensors, p.world->size());
+  // Every rank's block of every tensor (offset and shape; empty outside the tensor's mesh): the writers are planned
+  // from them, so tensors on different sub-meshes of different ranks (tp groups of a dp x tp mesh) dedupe too.
+  std::vector<int64_t> mine;
+  for (const DTensor& v : p.values) {
+    const bool member = v.mesh().is_member();
+    const Shape off = member ? global_offset(v.shape(), v.mesh().shape(), v.spec(), v.mesh().coordinate())
+                             : Shape(v.shape().size(), 0);
+    const Shape shape = member ? v.to_local().shape() : Shape(v.shape().size(), 0);
+    mine.insert(mine.end(), off.begin(), off.end());
+    mine.insert(mine.end(), shape.begin(), shape.end());
+  }
+  const std::vector<int64_t> all = all_gather_ints(*p.world, mine);
+  std::vector<std::vector<Box>> boxes(size_t(p.world->size()));
+  for (size_t r = 0; r < boxes.size(); ++r) {
+    size_t at = r * mine.size();
+    for (const SavedTensor& t : p.tensors) {
+      const size_t n = t.shape.size();
+      Box b{Shape(all.begin() + long(at), all.begin() + long(at + n)),
+            Shape(all.begin() + long(at + n), all.begin() + long(at + 2 * n))};
+      at += 2 * n;
+      boxes[r].push_back(std::move(b));
+    }
+  }
+  p.plan = plan_writers(p.tensors, boxes);
   return p;
 }
 

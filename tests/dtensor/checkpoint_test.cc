@@ -112,12 +112,28 @@ TEST(CheckpointBox, RunsCoverThePartExactlyOnce) {
   }
 }
 
+// Every rank's block of a tensor laid out as spec on mesh (what prepare gathers).
+std::vector<Box> boxes_of(const Shape& shape, const MeshShape& mesh, const ShardingSpec& spec) {
+  std::vector<Box> out(size_t(mesh.numel()));
+  for (int64_t r = 0; r < mesh.numel(); ++r) {
+    const LocalLayout l = local_layout(shape, mesh, spec, mesh.coordinate_of(r));
+    out[size_t(r)] = Box{l.offset, l.shape};
+  }
+  return out;
+}
+
 TEST(CheckpointPlan, EveryBlockOnceSpreadOverReplicas) {
-  // A replicated tensor on 4 ranks and a (2, 2) mesh with one dim replicated: each block once, the writers spread.
+  // Eight replicated tensors on 4 ranks, and a (2, 2) mesh with one dim replicated: each block once, writers spread.
   std::vector<SavedTensor> ts;
-  for (int i = 0; i < 8; ++i) ts.push_back({"r" + std::to_string(i), DType::f32, {16, 4}, MeshShape({4}), ShardingSpec::parse("R")});
-  ts.push_back({"s", DType::f32, {5, 4}, MeshShape({2, 2}), ShardingSpec::parse("S(0),R")});
-  const auto plan = plan_writers(ts, 4);
+  std::vector<std::vector<Box>> boxes(4);
+  auto add = [&](const std::string& name, const Shape& shape, const MeshShape& mesh, const std::string& spec) {
+    ts.push_back({name, DType::f32, shape, ShardingSpec::parse(spec)});
+    const auto b = boxes_of(shape, mesh, ts.back().spec);
+    for (size_t r = 0; r < 4; ++r) boxes[r].push_back(b[r]);
+  };
+  for (int i = 0; i < 8; ++i) add("r" + std::to_string(i), {16, 4}, MeshShape({4}), "R");
+  add("s", {5, 4}, MeshShape({2, 2}), "S(0),R");
+  const auto plan = plan_writers(ts, boxes);
   std::vector<int64_t> bytes(4, 0);
   for (size_t i = 0; i < 8; ++i) {
     ASSERT_EQ(plan[i].size(), 1u);
@@ -131,6 +147,25 @@ TEST(CheckpointPlan, EveryBlockOnceSpreadOverReplicas) {
     const auto coord = MeshShape({2, 2}).coordinate_of(b.writer);
     EXPECT_EQ(coord[0], b.box.offset[0] == 0 ? 0 : 1) << "the writer holds the block";
   }
+}
+
+TEST(CheckpointSave, TensorsOnTheTpSubMeshesOfEveryDpGroupAreSavedOnce) {
+  // A tensor-parallel model replicated over dp: each dp group has its own tp sub-mesh (ranks {0, 1} and {2, 3}).
+  const std::string dir = temp_dir() + "/ck";
+  const Tensor w = Tensor::randn({6, 5}, 3);
+  run_threads(4, [&](CommunicatorPtr world) {
+    set_default_world(world, /*this_thread_only=*/true);
+    const DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 2}, {"dp", "tp"});
+    save(dir, {{"w", distribute_tensor(w, mesh["tp"], {Shard{0}}, {}, std::nullopt)}});
+  });
+  const Index idx = read_checkpoint_index(dir);
+  ASSERT_EQ(idx.tensors.size(), 1u);
+  EXPECT_EQ(idx.tensors[0].chunks.size(), 2u) << "two row blocks, each once";
+  op_test::on_mesh({1}, [&](const DeviceMesh& mesh) {
+    DTensor t = distribute_tensor(Tensor::zeros({6, 5}), mesh, {Replicate{}}, {}, std::nullopt);
+    load(dir, {{"w", t}});
+    EXPECT_TRUE(equal(t.to_local(), w));
+  });
 }
 
 // ---- formats ----
