@@ -289,6 +289,7 @@ Index index_of_safetensors(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   index.dir = slash == std::string::npos ? "." : path.substr(0, slash);
   std::vector<std::string> files;
+  std::map<std::string, std::string> weight_map;  // name -> file, from a Hugging Face index
   const bool is_hf_index = path.size() >= 5 && path.substr(path.size() - 5) == ".json";
   if (is_hf_index) {
     boost::system::error_code ec;
@@ -303,6 +304,7 @@ Index index_of_safetensors(const std::string& path) {
       const std::string f = string_of(kv.value(), "the file of '" + std::string(kv.key()) + "'", path);
       if (!plain_file_name(f)) bad(path, "file name '" + f + "' is not a plain name inside the folder");
       if (seen.insert(f).second) files.push_back(f);
+      weight_map[std::string(kv.key())] = f;
     }
   } else {
     files.push_back(slash == std::string::npos ? path : path.substr(slash + 1));
@@ -315,6 +317,8 @@ Index index_of_safetensors(const std::string& path) {
     index.file_bytes[f] = file.size();
     for (const SafetensorsEntry& e : h.tensors) {
       if (!names.insert(e.name).second) bad(path, "tensor '" + e.name + "' is in more than one file");
+      if (is_hf_index && weight_map.count(e.name) && weight_map[e.name] != f)
+        bad(path, "tensor '" + e.name + "' is listed in '" + weight_map[e.name] + "' but found in '" + f + "'");
       StoredTensor t;
       t.name = e.name;
       t.dtype = e.dtype;
@@ -323,6 +327,8 @@ Index index_of_safetensors(const std::string& path) {
       index.tensors.push_back(std::move(t));
     }
   }
+  for (const auto& [name, f] : weight_map)
+    if (!names.count(name)) bad(path, "tensor '" + name + "' is listed in '" + f + "', which does not hold it");
   for (const StoredTensor& t : index.tensors) validate_tensor(t, index);
   return index;
 }

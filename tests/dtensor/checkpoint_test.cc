@@ -382,6 +382,18 @@ TEST(CheckpointSave, RanksThatDisagreeAreNamed) {
       EXPECT_NE(std::string(e.what()).find("rank 2 passed other tensors than rank 0"), std::string::npos) << e.what();
     }
   });
+  op_test::on_mesh({2}, [&](const DeviceMesh& mesh) {
+    // Same names and shapes, different placements: the blocks overlap.
+    DTensor t = distribute_tensor(Tensor::zeros({4, 3}), mesh,
+                                  {mesh.global_rank() == 1 ? Placement(Replicate{}) : Placement(Shard{0})}, {},
+                                  std::nullopt);
+    try {
+      save(dir, {{"w", t}});
+      ADD_FAILURE() << "saved overlapping blocks";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("different placements"), std::string::npos) << e.what();
+    }
+  });
   EXPECT_FALSE(is_complete(dir));
 }
 
