@@ -5,12 +5,14 @@
 //   checkpoint_helper save DIR REF       a checkpoint of every dtype in DIR (pages of 256 bytes)
 //   checkpoint_helper steps ROOT         checkpoints ROOT/step-5, step-20, step-10 ("step" metadata)
 //   checkpoint_helper export DIR REF     DIR/model.safetensors and DIR/hf/model.safetensors.index.json (shards of at
-//                                        most 400 bytes) from the same tensors
+//                                        most 400 bytes) from the same tensors, and DIR/no_bf16.safetensors (all but
+//                                        the bf16 ones)
 //   checkpoint_helper import PATH REF    imports PATH (a .safetensors file or an HF index) into several layouts and
 //                                        compares every full tensor with the reference bit for bit; exit 1 if not
 //
 // A reference is REF.json, {"tensors": [{"name", "dtype" (safetensors name: "F32", "BF16", ...), "shape", "spec",
 // "offset", "nbytes"}], "metadata": {...}}, and REF.bin, the tensors' row-major bytes at their offsets.
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cstdio>
 #include <cstring>
@@ -147,6 +149,11 @@ int export_mode(const std::string& dir, const std::string& ref) {
     const TensorList list = distribute(fulls, mesh);
     export_safetensors(dir + "/model.safetensors", list);
     export_safetensors(dir + "/hf/model.safetensors.index.json", list, {.max_shard_bytes = 400});
+    // NumPy has no bfloat16: safetensors.numpy.load_file reads a file only when it has no BF16 tensor.
+    TensorList no_bf16;
+    for (const auto& [name, t] : list)
+      if (t.dtype() != DType::bf16) no_bf16.push_back({name, t});
+    export_safetensors(dir + "/no_bf16.safetensors", no_bf16);
   });
   write_reference(ref, fulls, json::object{{"format", "pt"}});
   std::printf("exported %zu tensors to %s\n", fulls.size(), dir.c_str());
@@ -217,8 +224,8 @@ int import_mode(const std::string& path, const std::string& ref) {
   }
   for (const std::string& f : failures) std::printf("FAIL: %s\n", f.c_str());
   if (!failures.empty()) return 1;
-  std::printf("imported %zu tensors from %s into %lld layouts: all equal to the reference\n", wants.size(),
-              path.c_str(), static_cast<long long>(checked));
+  std::printf("imported %zu tensors from %s into %lld layouts each: all equal to the reference\n", wants.size(),
+              path.c_str(), static_cast<long long>(checked / int64_t(std::max<size_t>(wants.size(), 1))));
   return 0;
 }
 
