@@ -25,7 +25,10 @@ def reexec_in_venv():
     venv = os.environ.get("DT_PY_VENV", "")
     python = os.path.join(venv, "bin", "python3")
     if venv and os.path.exists(python) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
-        os.execv(python, [python, os.path.abspath(__file__), *sys.argv[1:]])
+        try:
+            os.execv(python, [python, os.path.abspath(__file__), *sys.argv[1:]])
+        except OSError as e:  # a broken venv: go on here, the imports below decide
+            print(f"note: cannot run {python} ({e}); using {sys.executable}")
 
 
 reexec_in_venv()
