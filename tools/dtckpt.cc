@@ -114,16 +114,12 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-// "5GB" -> 5000000000, "1.5MiB" -> 1572864, "4096" -> 4096 (whole bytes, at least 1).
+// "5GB" -> 5000000000, "1.5MiB" -> 1572864, "4096" -> 4096 (whole bytes, at least 1). Digits with at most one '.',
+// then an optional unit (any case).
 uint64_t parse_size(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string unit = text.substr(used);
+  const size_t n = std::min(text.find_first_not_of("0123456789."), text.size());
+  const std::string number = text.substr(0, n);
+  std::string unit = text.substr(n);
   for (char& ch : unit) ch = char(std::toupper(static_cast<unsigned char>(ch)));
   struct Unit {
     const char* name;
@@ -135,16 +131,20 @@ uint64_t parse_size(const std::string& text) {
   const Unit* u = nullptr;
   for (const Unit& k : kUnits)
     if (unit == k.name) u = &k;
-  const double bytes = u ? std::floor(value * u->bytes) : 0;
-  if (used == 0 || u == nullptr || text[0] == '-' || text[0] == '+' || !std::isfinite(value) || bytes < 1 ||
-      bytes > 1.8e19) {
+  const bool is_number =
+      number.find_first_of("0123456789") != std::string::npos && std::count(number.begin(), number.end(), '.') <= 1;
+  const double bytes = is_number && u ? std::floor(std::strtod(number.c_str(), nullptr) * u->bytes) : 0;
+  if (bytes < 1 || bytes > 1.8e19) {
     throw UsageError{
-        "--max-shard-size expects a positive size: bytes or a number with KB, MB, GB, TB, KiB, MiB, "
-        "GiB or TiB (e.g. 5GB), got '" +
+        "--max-shard-size expects a positive size: bytes or a number with KB, MB, GB, TB, KiB, MiB, GiB or TiB "
+        "(e.g. 5GB), got '" +
         text + "'"};
   }
   return uint64_t(bytes);
 }
+
+// "1 tensor", "3 tensors".
+std::string count(uint64_t n, const char* noun) { return dt::str_cat(n, " ", noun, n == 1 ? "" : "s"); }
 
 bool ends_with(const std::string& s, std::string_view tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -270,15 +270,13 @@ int info(const std::string& path, bool with_chunks, bool as_json) {
                 t.chunks.size(), static_cast<unsigned long long>(t.nbytes()));
     if (!with_chunks) continue;
     for (const ckpt::StoredChunk& c : t.chunks) {
-      std::printf("      offset %s shape %s  %s bytes [%llu, %llu)  %llu page%s\n", dt::shape_str(c.box.offset).c_str(),
+      std::printf("      offset %s shape %s  %s bytes [%llu, %llu)  %s\n", dt::shape_str(c.box.offset).c_str(),
                   dt::shape_str(c.box.shape).c_str(), c.file.c_str(), static_cast<unsigned long long>(c.begin),
-                  static_cast<unsigned long long>(c.begin + c.bytes), static_cast<unsigned long long>(page_count(c)),
-                  page_count(c) == 1 ? "" : "s");
+                  static_cast<unsigned long long>(c.begin + c.bytes), count(page_count(c), "page").c_str());
     }
   }
-  std::printf("total: %zu tensor%s, %llu chunk%s, %llu bytes\n", ix.tensors.size(), ix.tensors.size() == 1 ? "" : "s",
-              static_cast<unsigned long long>(total_chunks), total_chunks == 1 ? "" : "s",
-              static_cast<unsigned long long>(total_bytes));
+  std::printf("total: %s, %s, %llu bytes\n", count(ix.tensors.size(), "tensor").c_str(),
+              count(total_chunks, "chunk").c_str(), static_cast<unsigned long long>(total_bytes));
   return 0;
 }
 
@@ -308,9 +306,9 @@ int verify(const std::string& dir) {
   }
   const double s = seconds_since(start);
   const ckpt::Index ix = ckpt::read_checkpoint_index(dir);
-  std::printf("verified %s: %zu tensors in %zu files, %llu bytes checked in %.3f s, %.2f GB/s: ok\n", dir.c_str(),
-              ix.tensors.size(), ix.file_bytes.size(), static_cast<unsigned long long>(bytes), s,
-              s > 0 ? double(bytes) / s / 1e9 : 0.0);
+  std::printf("verified %s: %s in %s, %llu bytes checked in %.3f s, %.2f GB/s: ok\n", dir.c_str(),
+              count(ix.tensors.size(), "tensor").c_str(), count(ix.file_bytes.size(), "file").c_str(),
+              static_cast<unsigned long long>(bytes), s, s > 0 ? double(bytes) / s / 1e9 : 0.0);
   return 0;
 }
 
@@ -335,8 +333,8 @@ int export_to(const std::string& dir, const std::string& out, const std::optiona
   const ckpt::Index written = ckpt::index_of_safetensors(out);
   uint64_t bytes = 0;
   for (const auto& [f, b] : written.file_bytes) bytes += b;
-  std::printf("exported %s to %s: %zu tensors, %zu file%s, %llu bytes in %.3f s\n", dir.c_str(), out.c_str(),
-              written.tensors.size(), written.file_bytes.size(), written.file_bytes.size() == 1 ? "" : "s",
+  std::printf("exported %s to %s: %s, %s, %llu bytes in %.3f s\n", dir.c_str(), out.c_str(),
+              count(written.tensors.size(), "tensor").c_str(), count(written.file_bytes.size(), "file").c_str(),
               static_cast<unsigned long long>(bytes), s);
   if (max_shard_size) {
     for (const auto& [f, b] : written.file_bytes)

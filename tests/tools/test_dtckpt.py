@@ -266,7 +266,8 @@ def case_usage(tmp):
              ["export", ck, os.path.join(tmp, "o.safetensors"), "--max-shard-size", "1GB"],
              ["export", ck, os.path.join(tmp, "o.json"), "--max-shard-size"],
              ["verify", junk], ["export", junk, os.path.join(tmp, "o.safetensors")]]
-    for size in ("5XB", "-5GB", "0", "0.0001KB", "GB", "1e30", "nan", "5 GB"):
+    for size in ("5XB", "-5GB", "+5GB", "0", "0.0001KB", "GB", "1e30", "nan", "inf", "5 GB", "1.2.3MB", ".", "0x10",
+                 "1e30GB", "99999999TB"):
         usage.append(["export", ck, os.path.join(tmp, "o.json"), "--max-shard-size", size])
     for args in usage:
         p = dtckpt(*args, want_rc=2)
@@ -281,7 +282,7 @@ def case_usage(tmp):
     check(not os.path.exists(os.path.join(tmp, "o.safetensors")) and not os.path.exists(os.path.join(tmp, "o.json")),
           "nothing written on a refused export")
     # Sizes that are accepted: plain bytes and every unit.
-    for size in ("4096", "4096B", "4KB", "0.004MB", "4kib", "1GiB", "5GB", "1TB"):
+    for size in ("4096", "4096B", "4KB", "0.004MB", "4kib", "1GiB", "5GB", "1TB", ".5KB", "2.MB"):
         dtckpt("export", ck, os.path.join(tmp, "sz", "m.json"), "--max-shard-size=" + size)
 
 
