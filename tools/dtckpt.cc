@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -294,6 +295,18 @@ void require_folder(const std::string& path, const char* command) {
   }
 }
 
+// For a folder of checkpoint folders given where one checkpoint was expected: which one is the newest.
+std::string root_hint(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec) || ckpt::file_exists(ckpt::join_path(dir, ckpt::kIndexName))) return "";
+  std::optional<std::string> newest;
+  try {
+    newest = ckpt::latest(dir);
+  } catch (const dt::Error&) {
+  }
+  return newest ? "; it holds checkpoint folders, the newest being '" + *newest + "' (dtckpt latest)" : "";
+}
+
 int verify(const std::string& dir) {
   require_folder(dir, "verify");
   const auto start = std::chrono::steady_clock::now();
@@ -301,7 +314,7 @@ int verify(const std::string& dir) {
   try {
     bytes = ckpt::verify(dir);
   } catch (const dt::Error& e) {
-    std::fprintf(stderr, "dtckpt: verify %s: FAILED: %s\n", dir.c_str(), e.what());
+    std::fprintf(stderr, "dtckpt: verify %s: FAILED: %s%s\n", dir.c_str(), e.what(), root_hint(dir).c_str());
     return 1;
   }
   const double s = seconds_since(start);
@@ -360,10 +373,14 @@ int latest(const std::string& root) {
 
 int run(int argc, char** argv) {
   const Args a = parse_args(argc, argv);
-  if (a.command == "info") return info(a.paths[0], a.chunks, a.json);
-  if (a.command == "verify") return verify(a.paths[0]);
-  if (a.command == "export") return export_to(a.paths[0], a.paths[1], a.max_shard_size);
-  return latest(a.paths[0]);
+  if (a.command == "latest") return latest(a.paths[0]);
+  try {
+    if (a.command == "info") return info(a.paths[0], a.chunks, a.json);
+    if (a.command == "verify") return verify(a.paths[0]);
+    return export_to(a.paths[0], a.paths[1], a.max_shard_size);
+  } catch (const dt::InvalidArgument& e) {
+    throw std::runtime_error(e.what() + root_hint(a.paths[0]));
+  }
 }
 
 }  // namespace

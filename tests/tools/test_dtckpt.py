@@ -244,6 +244,10 @@ def case_latest(tmp):
     p = dtckpt("latest", root)
     check(p.stdout.strip() == os.path.join(root, "step-20"), "incomplete and damaged folders are skipped", p)
     dtckpt("verify", p.stdout.strip())
+    # The root where one checkpoint is expected: refused, pointing at the newest.
+    for cmd in (["info", root], ["verify", root], ["export", root, os.path.join(tmp, "x.safetensors")]):
+        p = dtckpt(*cmd, want_rc=1)
+        check(os.path.join(root, "step-20") in p.stderr and len(p.stderr.splitlines()) == 1, "the hint", p)
 
 
 def case_usage(tmp):
