@@ -16,6 +16,7 @@
 #include "placement/mesh_shape.h"
 #include "placement/planner.h"
 #include "placement/sharding_spec.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -49,9 +50,7 @@ Exit status: 0 ok, 2 bad arguments (bad spec, dim out of range, non-positive mes
 the mesh) or an unsupported redistribution (Shard -> Partial, mixed Partial ops).
 )";
 
-struct UsageError {
-  std::string message;
-};
+using dt::tools::UsageError;
 
 std::vector<std::string> split_list(std::string_view text) {
   std::vector<std::string> out;
@@ -121,22 +120,11 @@ struct Options {
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::optional<std::string> inline_value;
-    if (arg.rfind("--", 0) == 0) {
-      const size_t eq = arg.find('=');
-      if (eq != std::string::npos) {
-        inline_value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-      }
-    }
-    if (arg == "-h" || arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
+  dt::tools::ArgReader args(argc, argv, kUsage);
+  while (args.next()) {
+    const std::string& arg = args.name();
     if (arg == "--json") {
-      if (inline_value) throw UsageError{"--json takes no value"};
+      args.no_value();
       o.json = true;
       continue;
     }
@@ -147,14 +135,7 @@ Options parse_args(int argc, char** argv) {
     if (arg == "--from") slot = &o.from;
     if (arg == "--to") slot = &o.to;
     if (slot == nullptr && arg != "--dtype") throw UsageError{"unknown option '" + arg + "'"};
-    std::string value;
-    if (inline_value) {
-      value = *inline_value;
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      throw UsageError{arg + " needs a value"};
-    }
+    std::string value = args.value();
     if (slot) {
       *slot = value;
     } else {
