@@ -7,7 +7,8 @@
 #  3. examples/train_gpt: a GPT trained on one process, and the same training as a job that moves: FSDP on 2
 #     processes with asynchronous sharded checkpoints, stopped half-way (as if preempted), resumed from its newest
 #     checkpoint with FSDP + TP on the 2x2 mesh (parameters sharded over dp by fully_shard, Megatron tensor
-#     parallelism over tp), which exports the weights as safetensors at the end; the losses agree step by step.
+#     parallelism over tp), which exports the weights as safetensors at the end; dtckpt shows and verifies the last
+#     checkpoint; the losses agree step by step.
 # Each part first builds only the targets it runs (a no-op once built): on a fresh clone the planner, which needs
 # only core/ and placement/, prints while the rest is still to compile. Build output goes to stderr.
 set -euo pipefail
@@ -24,7 +25,7 @@ build_targets tools/dtrun examples/redistribute_demo
 echo "== 4 processes on a 2x2 (dp, tp) mesh: dtrun --nproc-per-node 4 $build/examples/redistribute_demo"
 "$build/tools/dtrun" --nproc-per-node 4 --timeout 60 "$build/examples/redistribute_demo"
 echo
-build_targets examples/train_gpt
+build_targets examples/train_gpt tools/dtckpt
 # 3. Training: the GPT on one process; then FSDP on 2 processes, checkpointing, stopped half-way; then resumed with
 #    FSDP + TP on a 2x2 (dp, tp) mesh of 4 processes (batch and parameter shards over dp, Megatron TP with loss
 #    parallel over tp), from the same weights on the same data: the losses must agree step by step.
@@ -45,6 +46,12 @@ echo "== resumed from the newest checkpoint with FSDP + TP on a 2x2 (dp, tp) mes
 echo "   dtrun --nproc-per-node 4 $build/examples/train_gpt --dp 2 --tp 2 --fsdp --save-dir $ckpt --resume --export $ckpt/model.safetensors ..."
 four=$("$build/tools/dtrun" --nproc-per-node 4 --timeout 300 "$build/examples/train_gpt" --dp 2 --tp 2 --fsdp \
   --save-dir "$ckpt" --resume --export "$ckpt/model.safetensors" "${train_args[@]}" | tee /dev/stderr)
+echo
+echo "== the last checkpoint, inspected and verified: $build/tools/dtckpt info / verify $ckpt/step-$(printf %06d "$steps")"
+"$build/tools/dtckpt" info "$ckpt/step-$(printf %06d "$steps")" >"$ckpt/info.txt"
+head -n 8 "$ckpt/info.txt"
+echo "  ..."
+"$build/tools/dtckpt" verify "$ckpt/step-$(printf %06d "$steps")"
 echo
 /usr/bin/python3 - "$one" "$first$four" <<'PY'
 import re, sys

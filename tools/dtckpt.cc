@@ -251,8 +251,19 @@ int info(const std::string& path, bool with_chunks, bool as_json) {
     std::printf("%s %s (no checksums)\n", in.kind == "hf_index" ? "Hugging Face index" : "safetensors file",
                 path.c_str());
   }
+  // Each parameter's optimizer step (Note [Training state names]) is summarised in one entry.
   std::string meta;
-  for (const auto& [k, v] : ix.metadata) meta += dt::str_cat(meta.empty() ? "" : ", ", k, "=", meta_text(v));
+  std::map<std::string, int64_t> param_steps;
+  for (const auto& [k, v] : ix.metadata) {
+    const bool param_step = k.rfind("optim.state.", 0) == 0 && k.size() > 5 && k.compare(k.size() - 5, 5, ".step") == 0;
+    if (param_step && std::holds_alternative<int64_t>(v)) {
+      ++param_steps[meta_text(v)];
+      continue;
+    }
+    meta += dt::str_cat(meta.empty() ? "" : ", ", k, "=", meta_text(v));
+  }
+  for (const auto& [value, n] : param_steps)
+    meta += dt::str_cat(meta.empty() ? "" : ", ", "optim.state.*.step=", value, " (", n, " parameters)");
   for (const auto& [k, v] : in.file_metadata) meta += dt::str_cat(meta.empty() ? "" : ", ", k, "=", v);
   std::printf("metadata: %s\n", meta.empty() ? "(none)" : meta.c_str());
   std::printf("files: %zu, %llu bytes\n", ix.file_bytes.size(), static_cast<unsigned long long>(file_bytes));
