@@ -24,8 +24,7 @@ std::string registered_names() {
   return out.empty() ? "none" : out;
 }
 
-CommunicatorPtr init_with(const Backend& backend) {
-  BootstrapEnv env = init_from_env();
+CommunicatorPtr init_with(const Backend& backend, const BootstrapEnv& env) {
   set_process_rank(env.rank);
   config::log_settings();
   std::lock_guard<std::mutex> lock(g_mu);
@@ -50,7 +49,7 @@ CommunicatorPtr init_process_group(DeviceType type) {
     DT_THROW(Unsupported, "init_process_group(kCPU): no host backend registered (registered: ", registered_names(),
              ")");
   }
-  return init_with(*backend);
+  return init_with(*backend, init_from_env());
 }
 
 CommunicatorPtr init_process_group(const std::string& name) {
@@ -58,7 +57,15 @@ CommunicatorPtr init_process_group(const std::string& name) {
   const Backend* backend = find_backend(name);
   DT_CHECK_ARG(backend != nullptr, "init_process_group: no backend named '", name,
                "' (registered: ", registered_names(), ")");
-  return init_with(*backend);
+  return init_with(*backend, init_from_env());
+}
+
+CommunicatorPtr init_process_group(const BootstrapEnv& env, const std::string& name) {
+  register_builtin_backends();
+  const Backend* backend = find_backend(name);
+  DT_CHECK_ARG(backend != nullptr, "init_process_group: no backend named '", name,
+               "' (registered: ", registered_names(), ")");
+  return init_with(*backend, env);
 }
 
 void destroy_process_group() {

@@ -31,6 +31,11 @@ inline std::shared_ptr<Communicator> init_process_group(const char* backend) {
   return init_process_group(std::string(backend));
 }
 
+// The same from explicit launch values instead of the environment (an embedding application with its own
+// configuration: the C API's dt_init).
+struct BootstrapEnv;  // collectives/bootstrap.h
+std::shared_ptr<Communicator> init_process_group(const BootstrapEnv& env, const std::string& backend);
+
 // Drops the default world and the job's store that init_process_group kept alive, now rather than during static
 // destruction (when the CUDA runtime or the peers may already be gone). The world is destroyed here unless the
 // caller still holds it (a DeviceMesh, a saved pointer): release those first. Call it on every rank after the last

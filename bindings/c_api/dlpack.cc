@@ -1,0 +1,142 @@
+// Local shards in and out as DLPack tensors (DLManagedTensorVersioned), zero copy where the layout allows.
+#include "bindings/c_api/funnel.h"
+#include "core/error.h"
+
+using namespace dt;        // NOLINT: entry points are thin
+using namespace dt::capi;  // NOLINT
+
+namespace dt::capi {
+dt_tensor_t tensor_from_local(const std::shared_ptr<MeshObject>& m, const Tensor& local,
+                              const dt_placement_t* placements, int32_t n, const dt_from_local_params_t& q);
+}
+
+namespace {
+
+// What an exported DLPack tensor owns: the block (its storage stays alive) and the shape and strides arrays.
+struct Export {
+  Tensor block;
+  std::vector<int64_t> shape, strides;
+  DLManagedTensorVersioned managed{};
+};
+
+DLDataType dl_dtype(DType d) {
+  switch (d) {
+    case DType::f32:
+      return {kDLFloat, 32, 1};
+    case DType::f64:
+      return {kDLFloat, 64, 1};
+    case DType::f16:
+      return {kDLFloat, 16, 1};
+    case DType::bf16:
+      return {kDLBfloat, 16, 1};
+    case DType::i8:
+      return {kDLInt, 8, 1};
+    case DType::i32:
+      return {kDLInt, 32, 1};
+    case DType::i64:
+      return {kDLInt, 64, 1};
+    case DType::u8:
+      return {kDLUInt, 8, 1};
+    case DType::b8:
+      return {kDLBool, 8, 1};
+  }
+  DT_THROW(InternalError, "dtype without a DLPack code");
+}
+
+DType from_dl_dtype(DLDataType t) {
+  DT_CHECK_ARG(t.lanes == 1, "DLPack dtype with ", t.lanes, " lanes (vector types are not supported)");
+  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64, DType::u8,
+                  DType::b8}) {
+    const DLDataType x = dl_dtype(d);
+    if (x.code == t.code && x.bits == t.bits) return d;
+  }
+  DT_THROW(Unsupported, "DLPack dtype (code ", int(t.code), ", ", int(t.bits), " bits) has no dtensor dtype");
+}
+
+Device from_dl_device(DLDevice d) {
+  if (d.device_type == kDLCPU) return Device::cpu();
+  if (d.device_type == kDLCUDA) return Device::cuda(d.device_id);
+  DT_THROW(Unsupported, "DLPack device type ", int(d.device_type), " (dtensor takes kDLCPU and kDLCUDA)");
+}
+
+// Calls the producer's deleter once unless disarmed.
+struct Owner {
+  DLManagedTensorVersioned* t;
+  ~Owner() {
+    if (t != nullptr && t->deleter != nullptr) t->deleter(t);
+  }
+};
+
+}  // namespace
+
+extern "C" {
+
+dt_status_t dt_tensor_to_dlpack(dt_tensor_t t, uint32_t flags, DLManagedTensorVersioned** out) {
+  return call("dt_tensor_to_dlpack", [&] {
+    auto o = get<TensorObject>(t, "tensor");
+    require(out, "out");
+    DT_CHECK_ARG((flags & ~uint32_t(DT_DLPACK_COPY | DT_DLPACK_READ_ONLY)) == 0, "unknown flags 0x", std::hex, flags);
+    auto e = std::make_unique<Export>();
+    const Tensor& local = o->tensor.to_local();
+    e->block = (flags & DT_DLPACK_COPY) ? local.clone() : local;
+    e->shape = e->block.shape();
+    e->strides = e->block.strides();
+    DLManagedTensorVersioned& m = e->managed;
+    m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    m.flags = ((flags & DT_DLPACK_READ_ONLY) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
+              ((flags & DT_DLPACK_COPY) ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+    DLTensor& d = m.dl_tensor;
+    d.data = e->block.numel() == 0 ? nullptr : e->block.data_ptr();
+    d.device = e->block.device().is_cpu() ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, int32_t(e->block.device().index)};
+    d.ndim = int32_t(e->shape.size());
+    d.dtype = dl_dtype(e->block.dtype());
+    d.shape = e->shape.data();
+    d.strides = e->strides.data();
+    d.byte_offset = 0;
+    m.manager_ctx = e.get();
+    m.deleter = [](DLManagedTensorVersioned* self) { delete static_cast<Export*>(self->manager_ctx); };
+    *out = &e.release()->managed;
+  });
+}
+
+dt_status_t dt_tensor_from_dlpack(dt_mesh_t mesh, DLManagedTensorVersioned* local, const dt_placement_t* placements,
+                                  int32_t n, const dt_from_local_params_t* params, uint32_t flags, dt_tensor_t* out) {
+  Owner owner{local};  // the producer's deleter runs on every path unless the DTensor takes the memory over
+  return call("dt_tensor_from_dlpack", [&] {
+    require(local, "local");
+    auto m = get<MeshObject>(mesh, "mesh");
+    require_owner(*m, "dt_tensor_from_dlpack");
+    require(out, "out");
+    DT_CHECK_ARG((flags & ~uint32_t(DT_DLPACK_COPY)) == 0, "unknown flags 0x", std::hex, flags);
+    DT_CHECK_ARG(local->version.major == DLPACK_MAJOR_VERSION, "DLPack major version ", local->version.major,
+                 " (dtensor reads ", DLPACK_MAJOR_VERSION, ".x)");
+    const DLTensor& d = local->dl_tensor;
+    require_array(d.shape, d.ndim, 64, "local.dl_tensor.shape");
+    const DType dtype = from_dl_dtype(d.dtype);
+    const Device device = from_dl_device(d.device);
+    const Shape shape(d.shape, d.shape + d.ndim);
+    Shape strides;
+    if (d.strides != nullptr) strides.assign(d.strides, d.strides + d.ndim);
+    void* data = d.data == nullptr ? nullptr : static_cast<char*>(d.data) + d.byte_offset;
+    DT_CHECK_ARG(data != nullptr || shape_numel(shape) == 0, "local.dl_tensor.data is NULL");
+    const Tensor view = Tensor::from_blob(data, shape, dtype, device, {}, strides);
+    const bool copy = (flags & DT_DLPACK_COPY) || !view.is_contiguous() ||
+                      (local->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+    dt_from_local_params_t q;
+    dt_from_local_params_init(&q);
+    if (params != nullptr) std::memcpy(&q, params, std::min(params->struct_size, sizeof q));
+    Tensor block;
+    if (copy) {
+      block = view.clone();  // the producer's memory is released when `owner` goes
+    } else {
+      DLManagedTensorVersioned* t = local;
+      owner.t = nullptr;  // the storage's deleter releases it now
+      block = Tensor::from_blob(data, shape, dtype, device, [t](void*) {
+        if (t->deleter != nullptr) t->deleter(t);
+      });
+    }
+    *out = capi::tensor_from_local(m, block, placements, n, q);
+  });
+}
+
+}  // extern "C"
