@@ -205,7 +205,8 @@ typedef struct dt_from_local_params_t {
   const int64_t* global_shape;    /* NULL: inferred exactly from every rank's local shape (collective) */
   int32_t global_ndim;
   int32_t run_check;              /* 1: exchange and check every rank's local shape against the layout */
-  void (*release)(void* context); /* DT_ZERO_COPY: called once when the buffer is no longer used (may be NULL) */
+  void (*release)(void* context); /* DT_ZERO_COPY: called once, from any thread, when the buffer is no longer used
+                                     (may be NULL) */
   void* release_context;
 } dt_from_local_params_t;
 DT_API void dt_from_local_params_init(dt_from_local_params_t* params);
