@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import benchlib  # noqa: E402
-from benchlib import log  # noqa: E402
+from benchlib import fmt, log  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TWIN = os.path.join(HERE, "torch_fsdp.py")
@@ -188,9 +188,6 @@ def main():
 
     def ratio(x, y, field="ms"):
         return x[field] / y[field] if x and y and x.get(field) and y.get(field) else None
-
-    def fmt(v, spec, suffix=""):
-        return None if v is None else f"{v:{spec}}{suffix}"
 
     headers = ["case", "ranks", "dtensor ms", "torch ms", "ratio", "target", "vs 1 proc", "target", "dt MiB",
                "torch MiB", "ratio", "peak/theory", "hidden"]
