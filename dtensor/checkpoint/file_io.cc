@@ -131,15 +131,19 @@ void durable_rename(const std::string& from, const std::string& to) {
   sync_dir(parent_of(to));
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+void write_file_atomically(const std::string& path, const std::string& bytes, bool durable) {
   const std::string tmp = path + ".tmp";
   {
     File f(tmp, File::Mode::kCreate);
     f.write_at(bytes.data(), bytes.size(), 0);
-    f.sync();
+    if (durable) f.sync();
     f.close();
   }
-  durable_rename(tmp, path);
+  if (durable) {
+    durable_rename(tmp, path);
+  } else if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    fail("rename to '" + path + "' of", tmp, errno);
+  }
 }
 
 std::string read_whole_file(const std::string& path) {

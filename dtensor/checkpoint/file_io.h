@@ -41,8 +41,8 @@ void make_dirs(const std::string& dir);
 // rename(2) from -> to, then fsync of the folder so the new name survives a crash.
 void durable_rename(const std::string& from, const std::string& to);
 // Writes `bytes` to path + ".tmp", fsyncs, and renames it to path (durable_rename): readers see the old file or the
-// whole new one.
-void write_file_atomically(const std::string& path, const std::string& bytes);
+// whole new one. durable = false: the same without either fsync (whole or absent for readers, not crash-safe).
+void write_file_atomically(const std::string& path, const std::string& bytes, bool durable = true);
 std::string read_whole_file(const std::string& path);
 bool file_exists(const std::string& path);
 // The names (not paths) of the entries of a folder; empty when it does not exist.
