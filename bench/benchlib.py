@@ -173,6 +173,18 @@ def fmt(v, spec, suffix=""):
     return None if v is None else f"{v:{spec}}{suffix}"
 
 
+def report(who, headers, rows, met, total, failed, notes=()):
+    """Logs the table, the notes, how many targets were met and how many runs failed; returns the exit code (1 when a
+    run failed)."""
+    for line in format_table(headers, rows) + list(notes):
+        log(line)
+    if total:
+        log(f"targets met: {met} of {total}")
+    if failed:
+        log(f"{who}: {failed} run(s) failed (above)")
+    return 1 if failed else 0
+
+
 def format_table(headers, rows):
     """Lines of a text table: the first column left-aligned, the others right-aligned; None prints as '-'."""
     cells = [[("-" if c is None else str(c)) for c in r] for r in [headers] + rows]

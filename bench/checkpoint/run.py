@@ -149,15 +149,7 @@ def main():
         "file write (save, save_async) or read (load, load_reshard: Shard(1) blocks need the pages of every rank's "
         "file); 'dt/torch': dtensor's time / DCP's. save_async_call: until save_async returns; save_async: until "
         "the save is complete. Reads from the page cache; writes include fsync.")
-    for line in benchlib.format_table(headers, table):
-        log(line)
-    if total:
-        log(f"targets met: {met} of {total}")
-        for m in missed:
-            log(f"  missed: {m}")
-    if failed:
-        log(f"bench/checkpoint: {failed} run(s) failed (above)")
-    return 1 if failed else 0
+    return benchlib.report("bench/checkpoint", headers, table, met, total, failed, [f"  missed: {m}" for m in missed])
 
 
 if __name__ == "__main__":

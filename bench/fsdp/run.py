@@ -252,13 +252,7 @@ def main():
         "above the footprint before the model (largest rank); 'peak/theory': the most dtensor held during the steps "
         "(its memory accounting; the allocator's peak where absent) / Note [The MLP benchmark's memory from its shapes]; 'hidden': "
         "communication hidden behind compute")
-    for line in benchlib.format_table(headers, table):
-        log(line)
-    if total:
-        log(f"targets met: {met} of {total}")
-    if failed:
-        log(f"bench/fsdp: {failed} run(s) failed (above)")
-    return 1 if failed else 0
+    return benchlib.report("bench/fsdp", headers, table, met, total, failed)
 
 
 if __name__ == "__main__":

@@ -197,14 +197,8 @@ def main():
                 "rounds": min(x["rounds"] for x in (d, ref) if x), "bound": bind and c != "1"}), flush=True)
         if d and t and d["params"] and t["params"] and d["params"] != t["params"]:
             notes.append(f"  {NAMES[c]}: the parameter counts differ: dtensor {d['params']}, torch {t['params']}")
-    for line in benchlib.format_table(["case", "threads", "dtensor", "torch", "ratio", "rounds", "target",
-                                       "dtensor RSS", "torch RSS", "dt alloc"], table) + notes:
-        log(line)
-    if total:
-        log(f"targets met: {met} of {total}")
-    if failed:
-        log(f"bench/train: {failed} run(s) failed (above)")
-    return 1 if failed else 0
+    return benchlib.report("bench/train", ["case", "threads", "dtensor", "torch", "ratio", "rounds", "target",
+                                           "dtensor RSS", "torch RSS", "dt alloc"], table, met, total, failed, notes)
 
 
 if __name__ == "__main__":
