@@ -83,6 +83,17 @@ def ensure_venv(venv, who="bench"):
     return python
 
 
+def programs_built(build, targets, who):
+    """Whether the build has the dtensor side's programs (targets relative to it, e.g. "bench/fsdp_mlp") and
+    tools/dtrun; logs what is missing (and that only the PyTorch side runs) when not."""
+    targets = list(targets) + ["tools/dtrun"]
+    missing = [os.path.join(build, t) for t in targets if not os.access(os.path.join(build, t), os.X_OK)]
+    if missing:
+        log(f"{who}: {', '.join(missing)} missing (ninja -C {build} {' '.join(targets)}): running the PyTorch side "
+            "only")
+    return not missing
+
+
 def launcher_env():
     """This process's environment without a launcher's variables (dtrun clears its ranks' own; torchrun must not
     inherit them)."""

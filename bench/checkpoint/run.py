@@ -62,13 +62,7 @@ def main():
         ap.error(f"--mb must be at least 1, got {a.mb}")
     ckpt_bench = os.path.join(a.build, "bench", "ckpt_bench")
     dtrun = os.path.join(a.build, "tools", "dtrun")
-    torch_only = a.torch_only
-    if not torch_only:
-        missing = [f for f in (ckpt_bench, dtrun) if not os.access(f, os.X_OK)]
-        if missing:
-            log(f"bench/checkpoint: {', '.join(missing)} missing (ninja -C {a.build} bench/ckpt_bench tools/dtrun): "
-                "running the PyTorch side only")
-            torch_only = True
+    torch_only = a.torch_only or not benchlib.programs_built(a.build, ["bench/ckpt_bench"], "bench/checkpoint")
     python = benchlib.ensure_venv(benchlib.venv_dir(a.build), "bench/checkpoint")
 
     common = ["--rounds", str(a.steps), "--warmup", str(a.warmup)] + a.model_args

@@ -94,12 +94,7 @@ def main():
     fsdp_mlp = os.path.join(build, "bench", "fsdp_mlp")
     train_gpt = os.path.join(build, "examples", "train_gpt")
     dtrun = os.path.join(build, "tools", "dtrun")
-    if not torch_only:
-        missing = [f for f in (fsdp_mlp, dtrun) if not os.access(f, os.X_OK)]
-        if missing:
-            log(f"bench/fsdp: {', '.join(missing)} missing (ninja -C {build} bench/fsdp_mlp tools/dtrun): running the "
-                "PyTorch side only")
-            torch_only = True
+    torch_only = torch_only or not benchlib.programs_built(build, ["bench/fsdp_mlp"], "bench/fsdp")
     python = benchlib.ensure_venv(benchlib.venv_dir(build), "bench/fsdp")
     env = benchlib.launcher_env()
     cores = os.cpu_count() or 1

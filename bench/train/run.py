@@ -86,12 +86,7 @@ def main():
     build, cases, model_args, torch_only = a.build, a.cases, a.model_args, a.torch_only
     train_gpt = os.path.join(build, "examples", "train_gpt")
     dtrun = os.path.join(build, "tools", "dtrun")
-    if not torch_only:
-        missing = [f for f in (train_gpt, dtrun) if not os.access(f, os.X_OK)]
-        if missing:
-            log(f"bench/train: {', '.join(missing)} missing (ninja -C {build} examples/train_gpt tools/dtrun): "
-                "running the PyTorch side only")
-            torch_only = True
+    torch_only = torch_only or not benchlib.programs_built(build, ["examples/train_gpt"], "bench/train")
     python = benchlib.ensure_venv(benchlib.venv_dir(build), "bench/train")
     dtensor_params = None
     if not torch_only:
