@@ -120,6 +120,9 @@ __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2"))) uint32_t fo
   // Per 128-bit lane: the low half moves by x^(D+32), the high half by x^(D-32), for D = 2048 and 512 bits.
   constexpr int64_t a_lo = int64_t(fold_constant(2080)), a_hi = int64_t(fold_constant(2016));
   constexpr int64_t b_lo = int64_t(fold_constant(544)), b_hi = int64_t(fold_constant(480));
+  constexpr uint64_t k384_lo = fold_constant(416), k384_hi = fold_constant(352);
+  constexpr uint64_t k256_lo = fold_constant(288), k256_hi = fold_constant(224);
+  constexpr uint64_t k128_lo = fold_constant(160), k128_hi = fold_constant(96);
   const __m512i k2048 = _mm512_set_epi64(a_hi, a_lo, a_hi, a_lo, a_hi, a_lo, a_hi, a_lo);
   const __m512i k512 = _mm512_set_epi64(b_hi, b_lo, b_hi, b_lo, b_hi, b_lo, b_hi, b_lo);
   __m512i x0 = _mm512_xor_si512(_mm512_loadu_si512(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128(int(c))));
@@ -134,9 +137,8 @@ __attribute__((target("avx512f,avx512vl,vpclmulqdq,pclmul,sse4.2"))) uint32_t fo
   }
   alignas(64) __m128i lane[4];  // the last 64 bytes' lanes, stored: GCC 12 warns wrongly on the lane extracts
   _mm512_store_si512(lane, fold512(fold512(fold512(x0, k512, x1), k512, x2), k512, x3));
-  __m128i v = _mm_xor_si128(fold128(lane[0], fold_constant(416), fold_constant(352)),
-                            fold128(lane[1], fold_constant(288), fold_constant(224)));
-  v = _mm_xor_si128(v, _mm_xor_si128(fold128(lane[2], fold_constant(160), fold_constant(96)), lane[3]));
+  __m128i v = _mm_xor_si128(fold128(lane[0], k384_lo, k384_hi), fold128(lane[1], k256_lo, k256_hi));
+  v = _mm_xor_si128(v, _mm_xor_si128(fold128(lane[2], k128_lo, k128_hi), lane[3]));
   uint64_t s = _mm_crc32_u64(0, uint64_t(_mm_cvtsi128_si64(v)));
   s = _mm_crc32_u64(s, uint64_t(_mm_extract_epi64(v, 1)));
   return hw_update(uint32_t(s), p, n);
@@ -154,7 +156,6 @@ bool have_fold() {
 }
 #else
 bool have_hw() { return false; }
-bool have_fold() { return false; }
 #endif
 
 uint32_t update(uint32_t c, const unsigned char* p, size_t n) {
