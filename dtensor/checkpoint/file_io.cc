@@ -101,6 +101,15 @@ void File::truncate(uint64_t size) {
   if (::ftruncate(fd_, off_t(size)) != 0) fail("resize", path_, errno);
 }
 
+void File::start_writeback(uint64_t offset, size_t n) {
+#if defined(__linux__)
+  (void)::sync_file_range(fd_, off_t(offset), off_t(n), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)offset;
+  (void)n;
+#endif
+}
+
 void File::sync() {
   if (::fsync(fd_) != 0) fail("fsync", path_, errno);
 }

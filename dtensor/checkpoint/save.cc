@@ -69,6 +69,7 @@ void write_part(const Job& job) {
         const uint64_t n = std::min(window, e.bytes - pos);
         crc32c_pages(data + pos, n, P, page.data() + pos / P);
         f.write_at(data + pos, n, e.begin + pos);
+        f.start_writeback(e.begin + pos, n);
       }
       crcs.push_back(json::string(hex_crcs(page)));
     }
