@@ -1,4 +1,5 @@
-"""What the benchmark drivers that run dtensor against PyTorch share (bench/train/run.py, bench/fsdp/run.py).
+"""What the benchmark drivers that run dtensor against PyTorch share (bench/train/run.py, bench/fsdp/run.py,
+bench/checkpoint/run.py).
 
 - the PyTorch virtual environment: its folder (DT_BENCH_VENV, else DT_BENCH_TRAIN_VENV, else BUILD_DIR/bench-venv)
   and its making (python3 -m venv, pip install torch numpy from PyPI the first time: about 3 GB);
@@ -6,7 +7,7 @@
   the median of rank 0's step_s after the warm-up steps;
 - the environment a launcher starts from (no launcher variables inherited), torchrun's command line;
 - alternating rounds (which side goes first alternates: shared machines drift) and medians over them;
-- a plain text table.
+- a plain text table and its cells.
 Standard library only: the drivers run under /usr/bin/python3; PyTorch runs in the venv.
 """
 import argparse
@@ -82,6 +83,17 @@ def ensure_venv(venv, who="bench"):
     return python
 
 
+def programs_built(build, targets, who):
+    """Whether the build has the dtensor side's programs (targets relative to it, e.g. "bench/fsdp_mlp") and
+    tools/dtrun; logs what is missing (and that only the PyTorch side runs) when not."""
+    targets = list(targets) + ["tools/dtrun"]
+    missing = [os.path.join(build, t) for t in targets if not os.access(os.path.join(build, t), os.X_OK)]
+    if missing:
+        log(f"{who}: {', '.join(missing)} missing (ninja -C {build} {' '.join(targets)}): running the PyTorch side "
+            "only")
+    return not missing
+
+
 def launcher_env():
     """This process's environment without a launcher's variables (dtrun clears its ranks' own; torchrun must not
     inherit them)."""
@@ -144,6 +156,44 @@ run.last_s = 0.0
 def in_round_order(items, rnd):
     """items in order in odd rounds, reversed in even ones, so that no side always runs first."""
     return list(items) if rnd % 2 else list(reversed(items))
+
+
+def run_rounds(plans, rounds, who):
+    """Runs every side of every case once per round, the sides of a case in in_round_order. plans: [(case key,
+    [(impl, make_cmd)])], make_cmd() giving the command line. Returns ({(case key, impl): [(round, the JSON rows the
+    run printed)]}, the number of failed runs). Each run starts from launcher_env()."""
+    results, failed = {}, 0
+    for rnd in range(1, rounds + 1):
+        log(f"== {who} round {rnd}/{rounds}")
+        for key, sides in plans:
+            for impl, make_cmd in in_round_order(sides, rnd):
+                out = run(f"{key} {impl}", make_cmd(), launcher_env())
+                rows = parse_rows(out) if out is not None else []
+                if not rows:
+                    if out is not None:
+                        log(f"   {key} {impl}: printed no JSON lines")
+                    failed += 1
+                    continue
+                log(f"   {key} {impl}: {run.last_s:.1f} s")
+                results.setdefault((key, impl), []).append((rnd, rows))
+    return results, failed
+
+
+def fmt(v, spec, suffix=""):
+    """v formatted by spec with a suffix, or None (a table's '-') when v is None."""
+    return None if v is None else f"{v:{spec}}{suffix}"
+
+
+def report(who, headers, rows, met, total, failed, notes=()):
+    """Logs the table, the notes, how many targets were met and how many runs failed; returns the exit code (1 when a
+    run failed)."""
+    for line in format_table(headers, rows) + list(notes):
+        log(line)
+    if total:
+        log(f"targets met: {met} of {total}")
+    if failed:
+        log(f"{who}: {failed} run(s) failed (above)")
+    return 1 if failed else 0
 
 
 def format_table(headers, rows):

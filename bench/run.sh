@@ -15,13 +15,15 @@
 # rounds (bench/copy_floor: the own block by memcpy and each peer's block by one process_vm_readv, nothing else).
 #
 # Then the other benchmarks of the build (bench/ops: local op kernels against raw BLAS; bench/train: the GPT training
-# step against PyTorch; bench/fsdp: FSDP against PyTorch FSDP2; both from a virtual environment made in the build
-# folder the first time), each printing its own table.
+# step against PyTorch; bench/fsdp: FSDP against PyTorch FSDP2; bench/checkpoint: sharded checkpoints against raw
+# file I/O and torch.distributed.checkpoint; the PyTorch sides from a virtual environment made in the build folder the
+# first time), each printing its own table.
 #
 # Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
 # DT_BENCH_REDIST_SAMPLES (25: alternating redistribution / bare samples per row of bench/redistribute),
-# DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute|train|fsdp; bench/train/run.py
-# and bench/fsdp/run.py list their own (DT_BENCH_TRAIN_*, DT_BENCH_FSDP_*; DT_BENCH_VENV: the PyTorch venv).
+# DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute|train|fsdp|checkpoint;
+# bench/train/run.py, bench/fsdp/run.py and bench/checkpoint/run.py list their own (DT_BENCH_TRAIN_*, DT_BENCH_FSDP_*,
+# DT_BENCH_CKPT_*; DT_BENCH_VENV: the PyTorch venv).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
@@ -67,6 +69,12 @@ if [ -z "$only" ] || [ "$only" = fsdp ]; then
   echo "== bench/fsdp" >&2
   [ "$only" = fsdp ] && exec /usr/bin/python3 "$root/bench/fsdp/run.py" "$build"
   /usr/bin/python3 "$root/bench/fsdp/run.py" "$build" || echo "bench/run.sh: bench/fsdp failed (above)" >&2
+fi
+if [ -z "$only" ] || [ "$only" = checkpoint ]; then
+  # dtensor's sharded checkpoints (bench/ckpt_bench) against raw file I/O and torch.distributed.checkpoint.
+  echo "== bench/checkpoint" >&2
+  [ "$only" = checkpoint ] && exec /usr/bin/python3 "$root/bench/checkpoint/run.py" "$build"
+  /usr/bin/python3 "$root/bench/checkpoint/run.py" "$build" || echo "bench/run.sh: bench/checkpoint failed (above)" >&2
 fi
 for f in "$bench" "$dtrun"; do
   [ -x "$f" ] || { echo "bench/run.sh: $f is missing (build first: ./dev build)" >&2; exit 1; }

@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import benchlib  # noqa: E402
-from benchlib import log  # noqa: E402
+from benchlib import fmt, log  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TWIN = os.path.join(HERE, "torch_fsdp.py")
@@ -94,12 +94,7 @@ def main():
     fsdp_mlp = os.path.join(build, "bench", "fsdp_mlp")
     train_gpt = os.path.join(build, "examples", "train_gpt")
     dtrun = os.path.join(build, "tools", "dtrun")
-    if not torch_only:
-        missing = [f for f in (fsdp_mlp, dtrun) if not os.access(f, os.X_OK)]
-        if missing:
-            log(f"bench/fsdp: {', '.join(missing)} missing (ninja -C {build} bench/fsdp_mlp tools/dtrun): running the "
-                "PyTorch side only")
-            torch_only = True
+    torch_only = torch_only or not benchlib.programs_built(build, ["bench/fsdp_mlp"], "bench/fsdp")
     python = benchlib.ensure_venv(benchlib.venv_dir(build), "bench/fsdp")
     env = benchlib.launcher_env()
     cores = os.cpu_count() or 1
@@ -189,9 +184,6 @@ def main():
     def ratio(x, y, field="ms"):
         return x[field] / y[field] if x and y and x.get(field) and y.get(field) else None
 
-    def fmt(v, spec, suffix=""):
-        return None if v is None else f"{v:{spec}}{suffix}"
-
     headers = ["case", "ranks", "dtensor ms", "torch ms", "ratio", "target", "vs 1 proc", "target", "dt MiB",
                "torch MiB", "ratio", "peak/theory", "hidden"]
     table, met, total = [], 0, 0
@@ -255,13 +247,7 @@ def main():
         "above the footprint before the model (largest rank); 'peak/theory': the most dtensor held during the steps "
         "(its memory accounting; the allocator's peak where absent) / Note [The MLP benchmark's memory from its shapes]; 'hidden': "
         "communication hidden behind compute")
-    for line in benchlib.format_table(headers, table):
-        log(line)
-    if total:
-        log(f"targets met: {met} of {total}")
-    if failed:
-        log(f"bench/fsdp: {failed} run(s) failed (above)")
-    return 1 if failed else 0
+    return benchlib.report("bench/fsdp", headers, table, met, total, failed)
 
 
 if __name__ == "__main__":

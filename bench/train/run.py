@@ -86,12 +86,7 @@ def main():
     build, cases, model_args, torch_only = a.build, a.cases, a.model_args, a.torch_only
     train_gpt = os.path.join(build, "examples", "train_gpt")
     dtrun = os.path.join(build, "tools", "dtrun")
-    if not torch_only:
-        missing = [f for f in (train_gpt, dtrun) if not os.access(f, os.X_OK)]
-        if missing:
-            log(f"bench/train: {', '.join(missing)} missing (ninja -C {build} examples/train_gpt tools/dtrun): "
-                "running the PyTorch side only")
-            torch_only = True
+    torch_only = torch_only or not benchlib.programs_built(build, ["examples/train_gpt"], "bench/train")
     python = benchlib.ensure_venv(benchlib.venv_dir(build), "bench/train")
     dtensor_params = None
     if not torch_only:
@@ -197,14 +192,8 @@ def main():
                 "rounds": min(x["rounds"] for x in (d, ref) if x), "bound": bind and c != "1"}), flush=True)
         if d and t and d["params"] and t["params"] and d["params"] != t["params"]:
             notes.append(f"  {NAMES[c]}: the parameter counts differ: dtensor {d['params']}, torch {t['params']}")
-    for line in benchlib.format_table(["case", "threads", "dtensor", "torch", "ratio", "rounds", "target",
-                                       "dtensor RSS", "torch RSS", "dt alloc"], table) + notes:
-        log(line)
-    if total:
-        log(f"targets met: {met} of {total}")
-    if failed:
-        log(f"bench/train: {failed} run(s) failed (above)")
-    return 1 if failed else 0
+    return benchlib.report("bench/train", ["case", "threads", "dtensor", "torch", "ratio", "rounds", "target",
+                                           "dtensor RSS", "torch RSS", "dt alloc"], table, met, total, failed, notes)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,13 @@
 // written once, by the replica chosen by the layout: tensors in order, each block to the replica with the fewest bytes
 // so far (ties: the lowest rank), so that replicated state spreads over the ranks; no bytes are compared. Partial
 // tensors are reduced (redistributed to Replicate) first. Each block's bytes are checksummed per page (CRC-32C, 64
-// KiB by default). When a rank's file is complete and fsynced it writes `<id>-r<rank>.json` (its checksums) the
-// same way, and rank 0, once every rank's has appeared, writes the index (Note [Checkpoint index]) as
-// dtensor.index.json: to a temporary name, fsync, rename, fsync of the folder. The index is the commit point: a
-// folder without it is not a checkpoint, and a folder whose new save was interrupted still holds its previous index
-// and the files that index names (file names carry the save id, so a new save never overwrites them). After the
-// rename rank 0 removes the files of this format that the index does not name (older saves, interrupted ones).
+// KiB by default). When a rank's file is complete and fsynced it writes `<id>-r<rank>.json` (its checksums) under a
+// temporary name and renames it (not fsynced: the index carries its contents), and rank 0, once every rank's has
+// appeared, writes the index (Note [Checkpoint index]) as dtensor.index.json: to a temporary name, fsync, rename,
+// fsync of the folder. The index is the commit point: a folder without it is not a checkpoint, and a folder whose new
+// save was interrupted still holds its previous index and the files that index names (file names carry the save id,
+// so a new save never overwrites them). After the rename rank 0 removes the files of this format that the index does
+// not name (older saves, interrupted ones).
 //
 // Loading reads the index on every rank and, for each tensor, only the byte ranges of the chunks that overlap this
 // rank's block, widened to whole checksum pages, which it verifies before use. It needs no communication (except

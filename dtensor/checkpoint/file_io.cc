@@ -101,6 +101,15 @@ void File::truncate(uint64_t size) {
   if (::ftruncate(fd_, off_t(size)) != 0) fail("resize", path_, errno);
 }
 
+void File::start_writeback(uint64_t offset, size_t n) {
+#if defined(__linux__)
+  (void)::sync_file_range(fd_, off_t(offset), off_t(n), SYNC_FILE_RANGE_WRITE);
+#else
+  (void)offset;
+  (void)n;
+#endif
+}
+
 void File::sync() {
   if (::fsync(fd_) != 0) fail("fsync", path_, errno);
 }
@@ -131,15 +140,19 @@ void durable_rename(const std::string& from, const std::string& to) {
   sync_dir(parent_of(to));
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+void write_file_atomically(const std::string& path, const std::string& bytes, bool durable) {
   const std::string tmp = path + ".tmp";
   {
     File f(tmp, File::Mode::kCreate);
     f.write_at(bytes.data(), bytes.size(), 0);
-    f.sync();
+    if (durable) f.sync();
     f.close();
   }
-  durable_rename(tmp, path);
+  if (durable) {
+    durable_rename(tmp, path);
+  } else if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    fail("rename to '" + path + "' of", tmp, errno);
+  }
 }
 
 std::string read_whole_file(const std::string& path) {

@@ -28,6 +28,10 @@ class File {
   void read_at(void* dst, size_t n, uint64_t offset, const std::string& what = "") const;
   void write_at(const void* src, size_t n, uint64_t offset);
   void truncate(uint64_t size);
+  // Asks the kernel to start writing [offset, offset + n) to the disk now (Linux: sync_file_range; elsewhere
+  // nothing), so that the disk works while the next bytes are prepared and a later sync() waits for less. A hint:
+  // failures are ignored (sync() reports real ones).
+  void start_writeback(uint64_t offset, size_t n);
   void sync();
   void close();
 
@@ -41,8 +45,8 @@ void make_dirs(const std::string& dir);
 // rename(2) from -> to, then fsync of the folder so the new name survives a crash.
 void durable_rename(const std::string& from, const std::string& to);
 // Writes `bytes` to path + ".tmp", fsyncs, and renames it to path (durable_rename): readers see the old file or the
-// whole new one.
-void write_file_atomically(const std::string& path, const std::string& bytes);
+// whole new one. durable = false: the same without either fsync (whole or absent for readers, not crash-safe).
+void write_file_atomically(const std::string& path, const std::string& bytes, bool durable = true);
 std::string read_whole_file(const std::string& path);
 bool file_exists(const std::string& path);
 // The names (not paths) of the entries of a folder; empty when it does not exist.

@@ -55,6 +55,7 @@ void write_part(const Job& job) {
         const uint64_t n = std::min(window, e.bytes - pos);
         crc32c_pages(data + pos, n, P, page.data() + pos / P);
         f.write_at(data + pos, n, e.begin + pos);
+        f.start_writeback(e.begin + pos, n);
       }
       crcs.push_back(json::string(encode_crcs(page)));
     }
@@ -65,7 +66,9 @@ void write_part(const Job& job) {
   json::object meta;
   meta["rank"] = job.rank;
   meta["crc32c"] = std::move(crcs);
-  write_file_atomically(join_path(job.dir, rank_meta_name(job.save_id, job.rank)), json::serialize(meta));
+  // Not fsynced: it only tells rank 0 that this rank's file is durable, and the index, durable, carries its checksums.
+  write_file_atomically(join_path(job.dir, rank_meta_name(job.save_id, job.rank)), json::serialize(meta),
+                        /*durable=*/false);
 }
 
 // Rank 0: waits for every rank's checksums (or its error), writes the index, removes what it does not name.
@@ -119,7 +122,7 @@ void run(const Job& job) {
     write_part(job);
   } catch (const std::exception& e) {
     try {
-      write_file_atomically(join_path(job.dir, rank_error_name(job.save_id, job.rank)), e.what());
+      write_file_atomically(join_path(job.dir, rank_error_name(job.save_id, job.rank)), e.what(), /*durable=*/false);
     } catch (...) {
     }
     throw;
