@@ -310,4 +310,9 @@ std::string DTensor::describe() const {
 
 std::ostream& operator<<(std::ostream& os, const DTensor& t) { return os << t.describe(); }
 
+Shape DTensor::local_offset() const {
+  if (!mesh_.defined() || !mesh_.is_member()) return Shape(shape_.size(), 0);
+  return global_offset(shape_, mesh_.shape(), spec_, mesh_.coordinate());
+}
+
 }  // namespace dt

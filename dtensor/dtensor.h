@@ -63,6 +63,8 @@ class DTensor {
   const ShardingSpec& spec() const { return spec_; }
   const std::vector<Placement>& placements() const { return spec_.placements(); }
   const Shape& shape() const { return shape_; }  // global shape
+  // The global index of this rank's block's first element (zeros on ranks outside the mesh).
+  Shape local_offset() const;
   int64_t dim() const { return int64_t(shape_.size()); }
   int64_t numel() const { return shape_numel(shape_); }
   DType dtype() const { return local_.dtype(); }

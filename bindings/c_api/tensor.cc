@@ -141,10 +141,7 @@ dt_status_t dt_tensor_local_shape(dt_tensor_t t, int64_t* shape, int32_t cap) {
 
 dt_status_t dt_tensor_local_offset(dt_tensor_t t, int64_t* offset, int32_t cap) {
   return call("dt_tensor_local_offset", [&] {
-    const DTensor& x = get<TensorObject>(t, "tensor")->tensor;
-    const Shape off = x.mesh().is_member() ? global_offset(x.shape(), x.mesh().shape(), x.spec(), x.mesh().coordinate())
-                                           : Shape(x.shape().size(), 0);
-    copy_ints(off, offset, cap, "offset");
+    copy_ints(get<TensorObject>(t, "tensor")->tensor.local_offset(), offset, cap, "offset");
   });
 }
 

@@ -20,8 +20,7 @@ std::string join(const std::vector<std::string>& v) {
 void fill_block(Reader& reader, const StoredTensor& t, const DTensor& target) {
   if (!target.mesh().is_member()) return;
   const Tensor& local = target.to_local();
-  const Box box{global_offset(target.shape(), target.mesh().shape(), target.spec(), target.mesh().coordinate()),
-                local.shape()};
+  const Box box{target.local_offset(), local.shape()};
   if (box.numel() == 0) return;
   if (local.device().is_cpu() && local.is_contiguous()) {
     reader.read_block(t, box, local.data_ptr());

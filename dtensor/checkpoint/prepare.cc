@@ -74,10 +74,8 @@ Prepared prepare(const std::string& what, const TensorList& tensors, int64_t sal
   // from them, so tensors on different sub-meshes of different ranks (tp groups of a dp x tp mesh) dedupe too.
   std::vector<int64_t> mine;
   for (const DTensor& v : p.values) {
-    const bool member = v.mesh().is_member();
-    const Shape off = member ? global_offset(v.shape(), v.mesh().shape(), v.spec(), v.mesh().coordinate())
-                             : Shape(v.shape().size(), 0);
-    const Shape shape = member ? v.to_local().shape() : Shape(v.shape().size(), 0);
+    const Shape off = v.local_offset();
+    const Shape shape = v.mesh().is_member() ? v.to_local().shape() : Shape(v.shape().size(), 0);
     mine.insert(mine.end(), off.begin(), off.end());
     mine.insert(mine.end(), shape.begin(), shape.end());
   }
