@@ -70,12 +70,22 @@ def from_c(p):
     return Replicate()
 
 
+def default_orders(placements):
+    """Shard orders that are the default (ascending mesh dims) read as -1, so Shard(0) == Shard(0)."""
+    by_dim = {}
+    for i, p in enumerate(placements):
+        if isinstance(p, Shard):
+            by_dim.setdefault(p.dim, []).append(p.order)
+    default = {d for d, orders in by_dim.items() if orders == list(range(len(orders)))}
+    return tuple(Shard(p.dim) if isinstance(p, Shard) and p.dim in default else p for p in placements)
+
+
 def parse_placements(text, tensor_ndim=-1):
     """The text form ("S(0),R", "S(0)[1],S(0)[0]", "P(sum),S(1)") as a list of placements."""
     out = (_lib.Placement * 16)()
     n = ctypes.c_int32(0)
     _lib.lib.dt_placements_parse(text.encode("utf-8"), tensor_ndim, out, 16, ctypes.byref(n))
-    return [from_c(out[i]) for i in range(n.value)]
+    return list(default_orders([from_c(out[i]) for i in range(n.value)]))
 
 
 def to_c(placements):

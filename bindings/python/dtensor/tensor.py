@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._handle import Handle
-from .placements import Shard, from_c, to_c
+from .placements import default_orders, from_c, to_c
 
 lib = _lib.lib
 
@@ -171,16 +171,6 @@ class _DLPackArray:
             m.contents.deleter(m)
 
 
-def _default_orders(placements):
-    """Shard orders that are the default (ascending mesh dims) read as -1, so Shard(0) == Shard(0)."""
-    by_dim = {}
-    for i, p in enumerate(placements):
-        if isinstance(p, Shard):
-            by_dim.setdefault(p.dim, []).append(p.order)
-    default = {d for d, orders in by_dim.items() if orders == list(range(len(orders)))}
-    return tuple(Shard(p.dim) if isinstance(p, Shard) and p.dim in default else p for p in placements)
-
-
 # ---- DTensor -------------------------------------------------------------------------------------------------------
 
 
@@ -273,7 +263,7 @@ class DTensor(Handle):
         out = (_lib.Placement * 16)()
         n = ctypes.c_int32()
         lib.dt_tensor_placements(self._h, out, 16, ctypes.byref(n))
-        return _default_orders([from_c(out[i]) for i in range(n.value)])
+        return default_orders([from_c(out[i]) for i in range(n.value)])
 
     @property
     def device_mesh(self):

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""The dtensor Python package (bindings/python, over the C API), on 1, 2 and 4 processes (issue #18).
+
+Each test launches `dtrun --nproc-per-node N python3 dtensor_cases.py CASE`: meshes, every placement kind (uneven,
+empty and nested shards), redistribution (sync and async, Partial), ops, zero copy both ways (pointer identity),
+DLPack, a checkpoint saved on 2 ranks and loaded on 4, the FSDP group, errors; with PyTorch: DLPack with torch
+tensors and examples/python/torch_fsdp.py on 2 processes (losses within 1e-5 of plain PyTorch).
+
+Run by meson (suite 'python'): it re-executes itself under the build folder's py-venv (DT_PY_VENV) and runs pytest
+on itself; exit 77 (skipped, with the reason) when numpy or pytest is missing. Environment (meson sets it): DTRUN,
+DTENSOR_LIBRARY, DT_PY_SOURCE (bindings/python), DT_TORCH_FSDP (the example). The PyTorch tests run under
+DT_TORCH_PYTHON (a python with torch and numpy), else this interpreter when it imports torch; otherwise they are
+skipped with the reason printed (-rs).
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def reexec_in_venv():
+    venv = os.environ.get("DT_PY_VENV", "")
+    python = os.path.join(venv, "bin", "python3")
+    if venv and os.path.exists(python) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
+        try:
+            os.execv(python, [python, os.path.abspath(__file__), *sys.argv[1:]])
+        except OSError as e:
+            print(f"note: cannot run {python} ({e}); using {sys.executable}")
+
+
+if __name__ == "__main__":
+    reexec_in_venv()
+    try:
+        import numpy  # noqa: F401
+        import pytest
+    except ImportError as e:
+        print(f"SKIP: {e.name or e} is not importable by {sys.executable}; `./dev deps` installs numpy and pytest "
+              f"into the build folder's py-venv (it needs PyPI)")
+        sys.exit(77)
+    sys.exit(pytest.main([os.path.abspath(__file__), "-v", "-rs", "-p", "no:cacheprovider"]))
+
+import pytest  # noqa: E402
+
+DTRUN = os.environ.get("DTRUN", "")
+CASES = os.path.join(HERE, "dtensor_cases.py")
+
+
+def _torch_python():
+    cand = os.environ.get("DT_TORCH_PYTHON") or sys.executable
+    ok = subprocess.run([cand, "-c", "import torch, numpy"], capture_output=True).returncode == 0
+    return cand if ok else None
+
+
+TORCH_PYTHON = _torch_python()
+needs_torch = pytest.mark.skipif(TORCH_PYTHON is None, reason="PyTorch is not importable (set DT_TORCH_PYTHON to a "
+                                 "python with torch and numpy to run the PyTorch tests)")
+
+
+def launch(nproc, args, python=None, timeout=300):
+    if not DTRUN or not os.environ.get("DTENSOR_LIBRARY"):
+        pytest.skip("DTRUN and DTENSOR_LIBRARY are not set (meson sets them)")
+    env = dict(os.environ)
+    src = os.environ.get("DT_PY_SOURCE", os.path.join(HERE, "..", "..", "bindings", "python"))
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    cmd = [DTRUN, "--nproc-per-node", str(nproc), "--tag-output", "--timeout", "60", python or sys.executable, *args]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, f"{' '.join(cmd)} exited with {r.returncode}:\n{out}"
+    return out
+
+
+@pytest.mark.parametrize("nproc", [1, 2, 4])
+@pytest.mark.parametrize("case", ["meshes", "placements", "redistribute", "ops", "zero_copy", "dlpack", "fsdp",
+                                  "errors"])
+def test_case(case, nproc):
+    out = launch(nproc, [CASES, case])
+    assert out.count(f"{case}: ok") == nproc, out
+
+
+def test_checkpoint_2_to_4_ranks():
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "ckpt")
+        launch(2, [CASES, "ckpt_save", path])
+        out = launch(4, [CASES, "ckpt_load", path])
+        assert out.count("ckpt_load: ok") == 4, out
+
+
+@needs_torch
+@pytest.mark.parametrize("nproc", [1, 2, 4])
+def test_torch_dlpack(nproc):
+    out = launch(nproc, [CASES, "torch"], python=TORCH_PYTHON)
+    assert out.count("torch: ok") == nproc, out
+
+
+@needs_torch
+def test_torch_fsdp_example_2_processes():
+    example = os.environ.get("DT_TORCH_FSDP", os.path.join(HERE, "..", "..", "examples", "python", "torch_fsdp.py"))
+    out = launch(2, [example], python=TORCH_PYTHON, timeout=600)
+    assert "OK: largest relative difference" in out, out
