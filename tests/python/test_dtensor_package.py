@@ -13,6 +13,8 @@ DT_TORCH_PYTHON (a python with torch and numpy), else this interpreter when it i
 skipped with the reason printed (-rs).
 """
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -86,6 +88,42 @@ def test_checkpoint_2_to_4_ranks():
         launch(2, [CASES, "ckpt_save", path])
         out = launch(4, [CASES, "ckpt_load", path])
         assert out.count("ckpt_load: ok") == 4, out
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
+def test_under_mpirun():
+    env = dict(os.environ, DT_STORE_SECRET="python-package-test-" + str(os.getpid()))
+    src = os.environ.get("DT_PY_SOURCE", os.path.join(HERE, "..", "..", "bindings", "python"))
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = ["mpirun", "--oversubscribe", "-x", "DT_STORE_SECRET", "-x", "PYTHONPATH", "-x", "DTENSOR_LIBRARY", "-n", "2",
+           sys.executable, CASES, "redistribute"]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and (r.stdout + r.stderr).count("redistribute: ok") == 2, r.stdout + r.stderr
+
+
+@needs_torch
+def test_under_torchrun():
+    torch_port, dt_port = free_ports(2)  # torchrun's store and dtensor's, distinct
+    env = dict(os.environ, DT_STORE_SECRET="python-package-test-" + str(os.getpid()), DT_MASTER_PORT=str(dt_port))
+    src = os.environ.get("DT_PY_SOURCE", os.path.join(HERE, "..", "..", "bindings", "python"))
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [TORCH_PYTHON, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(torch_port),
+           CASES, "ops"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and (r.stdout + r.stderr).count("ops: ok") == 2, r.stdout + r.stderr
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 @needs_torch

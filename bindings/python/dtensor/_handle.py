@@ -19,9 +19,6 @@ class Handle:
         if h is not None:
             type(self)._destroy(h)
 
-    def _handle_or_raise(self):
-        return self._h
-
     def __del__(self):
         h, self._h = getattr(self, "_h", None), None
         if h is None or sys.is_finalizing():

@@ -6,7 +6,7 @@ Nothing here is compiled: api/dtensor/c_api.h is the boundary. The library is th
 """
 import ctypes
 import os
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_int32, c_int64, c_size_t, c_uint8,
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int32, c_int64, c_size_t, c_uint8,
                     c_uint16, c_uint32, c_uint64, c_void_p)
 
 from .errors import raise_for_status
@@ -229,5 +229,3 @@ def cstr_array(strings):
     strings = [s.encode("utf-8") for s in strings]
     return (c_char_p * max(len(strings), 1))(*strings)
 
-
-__all__ = [n for n in dir() if not n.startswith("__")] + ["c_char"]
