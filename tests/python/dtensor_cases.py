@@ -17,8 +17,8 @@ import dtensor as dt
 from dtensor import Partial, Replicate, Shard
 
 failures = []
-world = dt.init_process_group()
-RANK, SIZE = world.rank, world.size
+world = None  # set in main: the launcher's world, or an explicit one (case explicit_init)
+RANK = SIZE = 0
 
 
 def check(cond, what):
@@ -371,10 +371,21 @@ def case_torch():
           "a parameter (requires_grad) is detached, not copied")
 
 
+def case_explicit_init(rank, size, port):
+    """Run without a launcher: the world comes from dt.init(rank=..., world_size=..., store_port=..., secret=...)."""
+    check(world.rank == int(rank) and world.size == int(size), f"explicit world {world}")
+    case_redistribute()
+
+
 CASES = {n[5:]: f for n, f in globals().items() if n.startswith("case_")}
 
 if __name__ == "__main__":
     name, args = sys.argv[1], sys.argv[2:]
+    if name == "explicit_init":
+        world = dt.init(rank=int(args[0]), world_size=int(args[1]), store_port=int(args[2]), secret="explicit-test")
+    else:
+        world = dt.init_process_group()
+    RANK, SIZE = world.rank, world.size
     CASES[name](*args)
     world.barrier()
     if failures:

@@ -90,6 +90,19 @@ def test_checkpoint_2_to_4_ranks():
         assert out.count("ckpt_load: ok") == 4, out
 
 
+def test_explicit_init_without_a_launcher():
+    port = free_ports(1)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DT_", "OMPI_", "PMI", "SLURM_"))
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    src = os.environ.get("DT_PY_SOURCE", os.path.join(HERE, "..", "..", "bindings", "python"))
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    procs = [subprocess.Popen([sys.executable, CASES, "explicit_init", str(r), "2", str(port)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(outs)
+    assert all("explicit_init: ok" in o for o in outs), "\n".join(outs)
+
+
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
 def test_under_mpirun():
     env = dict(os.environ, DT_STORE_SECRET="python-package-test-" + str(os.getpid()))
