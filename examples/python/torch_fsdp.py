@@ -140,7 +140,8 @@ class HookedGroup:
         self.names = [n for n, _ in params]
         self.params = [p for _, p in params]
         # Every rank built the same model (seed 0): the parameters start replicated; the engine keeps its shard.
-        full = [dt.from_dlpack(p.detach(), mesh, [dt.Replicate()], shape=tuple(p.shape), copy=True) for p in self.params]
+        full = [dt.from_dlpack(p.detach(), mesh, [dt.Replicate()], shape=tuple(p.shape), copy=True)
+                for p in self.params]
         self.group = dt.FsdpParamGroup(mesh, full, names=self.names, name=name)
         for t in full:
             t.close()

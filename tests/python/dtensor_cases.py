@@ -7,9 +7,7 @@ Every value is checked against NumPy on the full tensors, with blocks computed h
 library's layout code). Exit 0 when every check holds, 1 otherwise (the failures are printed with the rank).
 """
 import gc
-import os
 import sys
-import tempfile
 
 import numpy as np
 

@@ -35,7 +35,7 @@ def reexec_in_venv():
 if __name__ == "__main__":
     reexec_in_venv()
     try:
-        import numpy  # noqa: F401
+        import numpy  # noqa: F401 - the cases need it
         import pytest
     except ImportError as e:
         print(f"SKIP: {e.name or e} is not importable by {sys.executable}; `./dev deps` installs numpy and pytest "

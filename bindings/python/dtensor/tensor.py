@@ -34,8 +34,8 @@ def _dtype_code(dtype):
     try:
         return _DT_OF_NP[np.dtype(dtype)]
     except (KeyError, TypeError):
-        raise TypeError(f"dtensor: dtype {dtype} is not supported (float32, float64, float16, bfloat16 as uint16, int8, "
-                        f"int32, int64, uint8, bool)") from None
+        raise TypeError(f"dtensor: dtype {dtype} is not supported (float32, float64, float16, bfloat16 as uint16, "
+                        f"int8, int32, int64, uint8, bool)") from None
 
 
 def _buffer(arr, dtype=None):
