@@ -287,6 +287,10 @@ class DTensor(Handle):
         copy with copy=True."""
         m = ctypes.POINTER(_lib.DLManagedTensorVersioned)()
         lib.dt_tensor_to_dlpack(self._h, _lib.DT_DLPACK_COPY if copy else 0, ctypes.byref(m))
+        if m.contents.dl_tensor.device.device_type != 1:  # kDLCPU
+            m.contents.deleter(m)
+            raise TypeError("DTensor.to_local(): the block is in device memory, which NumPy cannot view; use "
+                            "torch.from_dlpack(dtensor)")
         owner = _DLPackArray(m, _NP_DTYPES[self.dtype_code])
         if not owner.__array_interface__["data"][0]:  # an empty block: NumPy wants an address; nothing to view
             return np.empty(owner.__array_interface__["shape"], _NP_DTYPES[self.dtype_code])
