@@ -22,20 +22,12 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def reexec_in_venv():
-    venv = os.environ.get("DT_PY_VENV", "")
-    python = os.path.join(venv, "bin", "python3")
-    if venv and os.path.exists(python) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
-        try:
-            os.execv(python, [python, os.path.abspath(__file__), *sys.argv[1:]])
-        except OSError as e:
-            print(f"note: cannot run {python} ({e}); using {sys.executable}")
-
-
 if __name__ == "__main__":
+    sys.path.insert(0, HERE)
+    from py_venv import reexec_in_venv
     reexec_in_venv()
     try:
-        import numpy  # noqa: F401 - the cases need it
+        import numpy  # noqa: F401 (the cases need it)
         import pytest
     except ImportError as e:
         print(f"SKIP: {e.name or e} is not importable by {sys.executable}; `./dev deps` installs numpy and pytest "

@@ -220,6 +220,13 @@ def text_out(func, *args):
     return buf.value.decode("utf-8")
 
 
+def get_i32(func, handle):
+    """An int32 out of a (handle, int32_t*) getter."""
+    out = ctypes.c_int32()
+    func(handle, ctypes.byref(out))
+    return out.value
+
+
 def int64_array(values):
     values = list(values)
     return (c_int64 * max(len(values), 1))(*values)

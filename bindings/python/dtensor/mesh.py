@@ -40,9 +40,7 @@ class DeviceMesh(Handle):
 
     @property
     def ndim(self):
-        n = ctypes.c_int32()
-        _lib.lib.dt_mesh_ndim(self._h, ctypes.byref(n))
-        return n.value
+        return _lib.get_i32(_lib.lib.dt_mesh_ndim, self._h)
 
     @property
     def shape(self):

@@ -1,5 +1,5 @@
 """Named DTensor ops (sharding propagation picks the output placements); dtensor.op(name, ...) runs any of them."""
-from .tensor import op
+from .tensor import DTensor, op
 
 
 def add(a, b):
@@ -24,3 +24,6 @@ def sum(x, dims, keepdim=False):  # noqa: A001 - PyTorch's name
 
 def softmax(x, dim=-1):
     return op("softmax", x, dim=dim)
+
+
+DTensor.__add__, DTensor.__sub__, DTensor.__mul__, DTensor.__matmul__ = add, sub, mul, matmul

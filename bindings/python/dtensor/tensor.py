@@ -174,6 +174,16 @@ class _DLPackArray:
 # ---- DTensor -------------------------------------------------------------------------------------------------------
 
 
+def _from_local_params(shape, run_check):
+    """dt_from_local_params_t: the global shape (None: inferred, collective) and the layout check."""
+    params = _lib.FromLocalParams()
+    lib.dt_from_local_params_init(ctypes.byref(params))
+    if shape is not None:
+        params.global_shape, params.global_ndim = _lib.int64_array(shape), len(tuple(shape))  # ctypes keeps it alive
+    params.run_check = 1 if run_check else 0
+    return params
+
+
 def _new_handle():
     return ctypes.c_void_p()
 
@@ -194,12 +204,7 @@ class DTensor(Handle):
         local = np.asarray(local)
         spec, n = _spec(placements)
         buf, keep = _buffer(local, dtype)
-        params = _lib.FromLocalParams()
-        lib.dt_from_local_params_init(ctypes.byref(params))
-        if shape is not None:
-            gshape = _lib.int64_array(shape)
-            params.global_shape, params.global_ndim = gshape, len(tuple(shape))
-        params.run_check = 1 if run_check else 0
+        params = _from_local_params(shape, run_check)
         key = None
         if not copy:
             if not local.flags.c_contiguous:
@@ -226,9 +231,7 @@ class DTensor(Handle):
 
     @property
     def ndim(self):
-        n = ctypes.c_int32()
-        lib.dt_tensor_ndim(self._h, ctypes.byref(n))
-        return n.value
+        return _lib.get_i32(lib.dt_tensor_ndim, self._h)
 
     @property
     def shape(self):
@@ -245,9 +248,7 @@ class DTensor(Handle):
 
     @property
     def dtype_code(self):
-        d = ctypes.c_int32()
-        lib.dt_tensor_dtype(self._h, ctypes.byref(d))
-        return d.value
+        return _lib.get_i32(lib.dt_tensor_dtype, self._h)
 
     @property
     def dtype(self):
@@ -338,18 +339,7 @@ class DTensor(Handle):
         m.contents.deleter(m)
         return result
 
-    # ---- ops as methods
-    def __add__(self, other):
-        return op("add", self, other)
-
-    def __sub__(self, other):
-        return op("sub", self, other)
-
-    def __mul__(self, other):
-        return op("mul", self, other)
-
-    def __matmul__(self, other):
-        return op("matmul", self, other)
+    # a + b, a - b, a * b, a @ b: dtensor.ops sets them (one definition per op)
 
     def describe(self):
         return _lib.text_out(lib.dt_tensor_describe, self._h)
@@ -432,12 +422,7 @@ def from_dlpack(obj, mesh, placements, shape=None, copy=False, run_check=False):
         capsule = obj.__dlpack__()
     ptr = _versioned_ptr_from_capsule(capsule)
     spec, n = _spec(placements)
-    params = _lib.FromLocalParams()
-    lib.dt_from_local_params_init(ctypes.byref(params))
-    if shape is not None:
-        gshape = _lib.int64_array(shape)
-        params.global_shape, params.global_ndim = gshape, len(tuple(shape))
-    params.run_check = 1 if run_check else 0
+    params = _from_local_params(shape, run_check)
     h = ctypes.c_void_p()
     lib.dt_tensor_from_dlpack(mesh.handle, ptr, spec, n, ctypes.byref(params), _lib.DT_DLPACK_COPY if copy else 0,
                               ctypes.byref(h))

@@ -17,15 +17,11 @@ class World(Handle):
 
     @property
     def rank(self):
-        r = ctypes.c_int32()
-        _lib.lib.dt_comm_rank(self._h, ctypes.byref(r))
-        return r.value
+        return _lib.get_i32(_lib.lib.dt_comm_rank, self._h)
 
     @property
     def size(self):
-        s = ctypes.c_int32()
-        _lib.lib.dt_comm_size(self._h, ctypes.byref(s))
-        return s.value
+        return _lib.get_i32(_lib.lib.dt_comm_size, self._h)
 
     def barrier(self):
         _lib.lib.dt_comm_barrier(self._h)
