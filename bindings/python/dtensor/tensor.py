@@ -188,6 +188,13 @@ def _new_handle():
     return ctypes.c_void_p()
 
 
+def _wrap(handle):
+    """A DTensor over a new handle, without __init__'s call chain (hot paths: redistribute in a loop)."""
+    t = DTensor.__new__(DTensor)
+    t._h = handle
+    return t
+
+
 class DTensor(Handle):
     """A distributed tensor. Made by distribute_tensor, DTensor.from_local, from_dlpack, ops and redistribute."""
     _destroy = staticmethod(lib.dt_tensor_destroy)
@@ -312,8 +319,8 @@ class DTensor(Handle):
         """A new DTensor with other placements (collective over the mesh; plans are cached)."""
         spec, n = _spec(placements)
         h = ctypes.c_void_p()
-        lib.dt_tensor_redistribute(self._h, spec, n, ctypes.byref(h))
-        return DTensor(h.value)
+        lib.dt_tensor_redistribute(self._h, spec, n, h)  # ctypes passes h by reference (POINTER argtype)
+        return _wrap(h.value)
 
     def redistribute_async(self, placements):
         """The same, asynchronous: returns a Work whose wait() yields the DTensor (ranks wait in the same order)."""
