@@ -39,7 +39,10 @@ def _set_default(world):
 
 def init_process_group(backend=None):
     """Joins the job the launcher started (a world of this one process without launcher variables). The first world
-    made becomes the default one (DeviceMesh(None, ...) uses it). backend: None/"ucx" (host) or "nccl"."""
+    made becomes the default one (DeviceMesh(None, ...) uses it); while it is open, later calls return it.
+    backend: None/"ucx" (host) or "nccl"."""
+    if _default is not None and _default._h is not None:
+        return _default
     h = ctypes.c_void_p()
     _lib.lib.dt_init_from_env(backend.encode() if backend else None, ctypes.byref(h))
     return _set_default(World(h.value))
