@@ -21,15 +21,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def reexec_in_venv():
-    venv = os.environ.get("DT_PY_VENV", "")
-    python = os.path.join(venv, "bin", "python3")
-    if venv and os.path.exists(python) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
-        try:
-            os.execv(python, [python, os.path.abspath(__file__), *sys.argv[1:]])
-        except OSError as e:  # a broken venv: go on here, the imports below decide
-            print(f"note: cannot run {python} ({e}); using {sys.executable}")
-
+sys.path.insert(0, HERE)
+from py_venv import reexec_in_venv  # noqa: E402
 
 reexec_in_venv()
 
