@@ -38,6 +38,16 @@ bool parse_number(const std::string& text, T& dst) {
   }
 }
 
+// A flag's number: argv[i] is the flag, its value follows (i advances past it). `fail(message)` must not return; it
+// is called when the value is missing or not a number of dst's type.
+template <typename T, typename Fail>
+void take_number(int argc, char** argv, int& i, T& dst, Fail&& fail) {
+  const std::string flag = argv[i];
+  if (i + 1 >= argc) fail(flag + " needs a value");
+  const std::string value = argv[++i];
+  if (!parse_number(value, dst)) fail(flag + ": not a number: " + value);
+}
+
 struct ProgramWorld {
   CommunicatorPtr world;
   bool launched = false;  // under a launcher (dtrun, torchrun, mpirun, srun): destroy_process_group at the end

@@ -62,11 +62,7 @@ Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    auto num = [&](auto& dst) {
-      if (i + 1 >= argc) usage(k + " needs a value");
-      const std::string v = argv[++i];
-      if (!dt::examples::parse_number(v, dst)) usage(k + ": not a number: " + v);
-    };
+    auto num = [&](auto& dst) { dt::examples::take_number(argc, argv, i, dst, usage); };
     if (k == "--dp")
       num(a.dp);
     else if (k == "--tp")
