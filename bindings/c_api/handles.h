@@ -35,53 +35,35 @@ struct Owned {
 };
 
 struct CommObject : Owned {
+  static constexpr Kind kKind = Kind::kComm;
   CommunicatorPtr comm;
   bool process_group = false;  // made by init_process_group: destroy_process_group when the last handle goes
   ~CommObject();
 };
 
 struct MeshObject : Owned {
+  static constexpr Kind kKind = Kind::kMesh;
   DeviceMesh mesh;
   std::shared_ptr<CommObject> world;
 };
 
 struct TensorObject : Owned {
+  static constexpr Kind kKind = Kind::kTensor;
   DTensor tensor;
   std::shared_ptr<MeshObject> mesh;  // keeps the world alive
 };
 
 struct WorkObject : Owned {
+  static constexpr Kind kKind = Kind::kWork;
   std::variant<RedistributeHandle, checkpoint::SaveHandle> work;
   std::shared_ptr<MeshObject> mesh;  // a redistribution's result lives on it
   bool waited = false;
 };
 
 struct FsdpGroupObject : Owned {
+  static constexpr Kind kKind = Kind::kFsdpGroup;
   std::unique_ptr<fsdp::ParamGroup> group;
   std::shared_ptr<MeshObject> mesh;
-};
-
-template <typename T>
-struct KindOf;
-template <>
-struct KindOf<CommObject> {
-  static constexpr Kind value = Kind::kComm;
-};
-template <>
-struct KindOf<MeshObject> {
-  static constexpr Kind value = Kind::kMesh;
-};
-template <>
-struct KindOf<TensorObject> {
-  static constexpr Kind value = Kind::kTensor;
-};
-template <>
-struct KindOf<WorkObject> {
-  static constexpr Kind value = Kind::kWork;
-};
-template <>
-struct KindOf<FsdpGroupObject> {
-  static constexpr Kind value = Kind::kFsdpGroup;
 };
 
 // The registry (one per process).
@@ -100,15 +82,15 @@ class HandleError : public std::runtime_error {
 
 template <typename T, typename H>
 std::shared_ptr<T> get(H handle, const char* what) {
-  return std::static_pointer_cast<T>(lookup_object(uint64_t(reinterpret_cast<uintptr_t>(handle)), KindOf<T>::value, what));
+  return std::static_pointer_cast<T>(lookup_object(uint64_t(reinterpret_cast<uintptr_t>(handle)), T::kKind, what));
 }
 template <typename H, typename T>
 H make_handle(std::shared_ptr<T> object) {
-  return reinterpret_cast<H>(uintptr_t(register_object(KindOf<T>::value, std::move(object))));
+  return reinterpret_cast<H>(uintptr_t(register_object(T::kKind, std::move(object))));
 }
 template <typename T, typename H>
 std::shared_ptr<T> release(H handle, const char* what) {
-  return std::static_pointer_cast<T>(remove_object(uint64_t(reinterpret_cast<uintptr_t>(handle)), KindOf<T>::value, what));
+  return std::static_pointer_cast<T>(remove_object(uint64_t(reinterpret_cast<uintptr_t>(handle)), T::kKind, what));
 }
 
 }  // namespace dt::capi
