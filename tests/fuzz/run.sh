@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Targets: c_api_args (the C API's argument parsing and pure queries), checkpoint_parsers (the safetensors header and
+# the checkpoint index, which a load trusts nothing in).
 # Builds the libFuzzer targets with clang (-fsanitize=fuzzer,address,undefined) from the few sources each needs,
 # and runs each for a bounded time on its corpus (tests/fuzz/corpus/<target>, kept in the repository; new inputs go
 # to the build folder's copy). A crash leaves its input in OUT_DIR and fails the run.
@@ -20,6 +22,11 @@ core=("$root"/core/*.cc)
 placement=("$root"/placement/*.cc)
 declare -A sources
 sources[c_api_args]="$root/tests/fuzz/c_api_args_fuzz.cc $root/bindings/c_api/placement.cc $root/bindings/c_api/funnel.cc $root/bindings/c_api/errors.cc ${placement[*]} ${core[*]}"
+sources[checkpoint_parsers]="$root/tests/fuzz/checkpoint_parsers_fuzz.cc $root/dtensor/checkpoint/index.cc $root/dtensor/checkpoint/safetensors.cc $root/dtensor/checkpoint/box.cc $root/dtensor/checkpoint/file_io.cc ${core[*]}"
+declare -A libs max_len
+libs[checkpoint_parsers]="-lboost_json"
+max_len[c_api_args]=256
+max_len[checkpoint_parsers]=1024  # an index or header of a few tensors
 rc=0
 for target in "${!sources[@]}"; do
   bin="$out/$target"
@@ -34,12 +41,13 @@ for target in "${!sources[@]}"; do
   printf '%s\n' ${sources[$target]} | xargs -P 2 -I{} sh -c '
     src={}; rel=${src#'"$root"'/}; obj='"$out"'/obj/$(echo "$rel" | tr / _).o
     ccache clang++ '"${flags[*]}"' -c "$src" -o "$obj"'
-  clang++ "${flags[@]}" "${objs[@]}" -o "$bin" -lpthread
+  # shellcheck disable=SC2086
+  clang++ "${flags[@]}" "${objs[@]}" -o "$bin" -lpthread ${libs[$target]:-}
   corpus="$out/corpus/$target"
   mkdir -p "$corpus"
   [ -d "$root/tests/fuzz/corpus/$target" ] && cp -n "$root/tests/fuzz/corpus/$target"/* "$corpus"/ 2>/dev/null || true
   echo "fuzz: $target for ${seconds} s"
-  if ! (cd "$out" && "$bin" -max_total_time="$seconds" -max_len=256 -timeout=10 -rss_limit_mb=2048 \
+  if ! (cd "$out" && "$bin" -max_total_time="$seconds" -max_len="${max_len[$target]}" -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 "$corpus" 2>"$out/$target.log"); then
     echo "fuzz: $target FAILED (crash input and log in $out):"
     tail -n 40 "$out/$target.log"
