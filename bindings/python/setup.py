@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
@@ -59,4 +59,8 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildPyWithMeson}, distclass=BinaryDistribution)
+# The compiled fast paths (dtensor/_speedups.c: redistribute and destroy without ctypes). Optional: without Python's
+# headers the build goes on and the package runs on ctypes alone.
+SPEEDUPS = Extension("dtensor._speedups", sources=["dtensor/_speedups.c"], optional=True)
+
+setup(cmdclass={"build_py": BuildPyWithMeson}, distclass=BinaryDistribution, ext_modules=[SPEEDUPS])

@@ -236,3 +236,34 @@ def cstr_array(strings):
     strings = [s.encode("utf-8") for s in strings]
     return (c_char_p * max(len(strings), 1))(*strings)
 
+
+
+# ---- optional fast paths (_speedups.c): the same C functions called without ctypes --------------------------------
+
+
+def _raise_status(status, function):
+    raise_for_status(status, lib.dt_last_error().decode("utf-8", "replace"), function)
+
+
+def _load_speedups():
+    """The compiled fast paths, when built (inside the package by pip, or the file $DTENSOR_SPEEDUPS names: the build
+    tree's, for tests); None otherwise: ctypes serves every call."""
+    import importlib.util
+    module = None
+    try:
+        from . import _speedups as module  # noqa: F811
+    except ImportError:
+        path = os.environ.get("DTENSOR_SPEEDUPS", "")
+        if path and os.path.exists(path):
+            spec = importlib.util.spec_from_file_location("dtensor._speedups", path)
+            if spec is not None and spec.loader is not None:
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+    if module is None or os.environ.get("DTENSOR_NO_SPEEDUPS"):
+        return None
+    address = ctypes.cast(lib.dt_tensor_redistribute, c_void_p).value
+    module.init(address, ctypes.cast(lib.dt_tensor_destroy, c_void_p).value, _raise_status)
+    return module
+
+
+speedups = _load_speedups()

@@ -18,6 +18,7 @@ from ._handle import Handle
 from .placements import default_orders, from_c, to_c
 
 lib = _lib.lib
+_speedups = _lib.speedups  # None without the compiled fast paths
 
 # dt_dtype_t -> NumPy dtype. bfloat16 has no NumPy type: its blocks are raw uint16 (torch reads them as bf16).
 _NP_DTYPES = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint16, 4: np.int8, 5: np.int32, 6: np.int64,
@@ -53,19 +54,28 @@ def _buffer(arr, dtype=None):
     return buf, (shape, strides, arr)
 
 
-@lru_cache(maxsize=256)
-def _placements_c(placements):
-    return to_c(placements)
+def _convert(placements):
+    arr, n = to_c(placements)
+    return arr, n, bytes(arr)
 
 
-def _spec(placements):
-    """(ctypes array, count) for placements, cached per spec: redistribute in a loop converts nothing."""
+_convert_cached = lru_cache(maxsize=256)(_convert)
+
+
+def _converted(placements):
+    """(ctypes array, count, its bytes) for placements, cached per spec: redistribute in a loop converts nothing."""
     if isinstance(placements, list):
         placements = tuple(placements)
     try:
-        return _placements_c(placements)
+        return _convert_cached(placements)
     except TypeError:  # unhashable
-        return to_c(placements)
+        return _convert(placements)
+
+
+def _spec(placements):
+    """(ctypes array, count): what the ctypes calls take."""
+    arr, n, _ = _converted(placements)
+    return arr, n
 
 
 # ---- zero copy: NumPy arrays kept alive until the library releases them -------------------------------------------
@@ -197,7 +207,7 @@ def _wrap(handle):
 
 class DTensor(Handle):
     """A distributed tensor. Made by distribute_tensor, DTensor.from_local, from_dlpack, ops and redistribute."""
-    _destroy = staticmethod(lib.dt_tensor_destroy)
+    _destroy = staticmethod(_speedups.destroy if _speedups is not None else lib.dt_tensor_destroy)
 
     # ---- construction
     @staticmethod
@@ -317,6 +327,9 @@ class DTensor(Handle):
     # ---- redistribution
     def redistribute(self, placements):
         """A new DTensor with other placements (collective over the mesh; plans are cached)."""
+        if _speedups is not None and self._h is not None:  # the compiled fast path: the same C call without ctypes
+            _, n, raw = _converted(placements)
+            return _wrap(_speedups.redistribute(self._h, raw, n))
         spec, n = _spec(placements)
         h = ctypes.c_void_p()
         lib.dt_tensor_redistribute(self._h, spec, n, h)  # ctypes passes h by reference (POINTER argtype)
