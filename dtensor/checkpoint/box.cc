@@ -20,6 +20,22 @@ std::optional<Box> intersect(const Box& a, const Box& b) {
   return out;
 }
 
+std::optional<std::pair<size_t, size_t>> first_overlap(const std::vector<Box>& boxes) {
+  std::vector<size_t> order(boxes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto first_row = [&](size_t i) { return boxes[i].shape.empty() ? 0 : boxes[i].offset[0]; };
+  auto end_row = [&](size_t i) { return boxes[i].shape.empty() ? 1 : boxes[i].offset[0] + boxes[i].shape[0]; };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return first_row(a) < first_row(b); });
+  std::vector<size_t> open;  // boxes whose rows reach past the current first row
+  for (size_t i : order) {
+    std::erase_if(open, [&](size_t j) { return end_row(j) <= first_row(i); });
+    for (size_t j : open)
+      if (intersect(boxes[i], boxes[j])) return std::make_pair(std::min(i, j), std::max(i, j));
+    open.push_back(i);
+  }
+  return std::nullopt;
+}
+
 void for_each_run(const Box& part, const Box& src, const Box& dst,
                   const std::function<void(int64_t, int64_t, int64_t)>& fn) {
   const int64_t n = int64_t(part.shape.size());

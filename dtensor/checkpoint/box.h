@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "core/shape.h"
 
@@ -19,6 +21,11 @@ struct Box {
 
 // The common part of two boxes of the same rank, or nullopt when they share no element. A 0-d box is one element.
 std::optional<Box> intersect(const Box& a, const Box& b);
+
+// The first pair (i < j) of boxes that share an element, or nullopt when they are pairwise disjoint. A sweep along
+// dim 0 (boxes sorted by their first row, compared only with those whose rows are still open), so the boxes of a
+// layout (bands of rows, grids) cost about n log n, not n^2; boxes of one rank for 0-d tensors always overlap.
+std::optional<std::pair<size_t, size_t>> first_overlap(const std::vector<Box>& boxes);
 
 // For the elements of `part` (inside both `src` and `dst`), the contiguous runs: fn(src element offset, dst element
 // offset, length), offsets within the row-major blocks src and dst, in increasing src order. Trailing dims that

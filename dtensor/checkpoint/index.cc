@@ -105,12 +105,14 @@ void validate_tensor(const StoredTensor& t, const Index& index) {
       bad(index.path, str_cat(cw, " runs past the end of '", c.file, "' (", fb->second, " bytes)"));
     if (index.page_bytes != 0 && c.page_crcs.size() != page_count(c.bytes, index.page_bytes))
       bad(index.path, cw + " has the wrong number of page checksums");
-    for (size_t j = 0; j < i; ++j)
-      if (intersect(c.box, t.chunks[j].box)) bad(index.path, str_cat(cw, " overlaps chunk ", j));
     covered += n;
   }
   if (covered != *numel)
     bad(index.path, str_cat(where, " has chunks covering ", covered, " of its ", *numel, " elements"));
+  std::vector<Box> boxes;
+  for (const StoredChunk& c : t.chunks) boxes.push_back(c.box);
+  if (const auto pair = first_overlap(boxes))
+    bad(index.path, str_cat(where, " chunk ", pair->second, " overlaps chunk ", pair->first));
 }
 
 }  // namespace

@@ -94,15 +94,17 @@ Prepared prepare(const std::string& what, const TensorList& tensors, int64_t sal
   p.plan = plan_writers(p.tensors, boxes);
   // The blocks must tile each tensor (ranks that passed different placements would not).
   for (size_t i = 0; i < p.tensors.size(); ++i) {
-    int64_t covered = 0;
     const auto& blocks = p.plan[i];
-    for (size_t a = 0; a < blocks.size(); ++a) {
-      covered += blocks[a].box.numel();
-      for (size_t b = 0; b < a; ++b)
-        DT_CHECK_ARG(!intersect(blocks[a].box, blocks[b].box), what, ": tensor '", p.tensors[i].name, "': the blocks of ranks ",
-                     blocks[b].writer, " and ", blocks[a].writer,
-                     " overlap without being equal (did the ranks pass different placements?)");
+    std::vector<Box> boxes;
+    int64_t covered = 0;
+    for (const PlannedBlock& b : blocks) {
+      boxes.push_back(b.box);
+      covered += b.box.numel();
     }
+    if (const auto pair = first_overlap(boxes))
+      DT_THROW(InvalidArgument, what, ": tensor '", p.tensors[i].name, "': the blocks of ranks ",
+               blocks[pair->first].writer, " and ", blocks[pair->second].writer,
+               " overlap without being equal (did the ranks pass different placements?)");
     DT_CHECK_ARG(covered == shape_numel(p.tensors[i].shape), what, ": tensor '", p.tensors[i].name,
                  "': the ranks' blocks cover ", covered, " of its ", shape_numel(p.tensors[i].shape),
                  " elements (did the ranks pass different placements?)");

@@ -122,6 +122,39 @@ std::vector<Box> boxes_of(const Shape& shape, const MeshShape& mesh, const Shard
   return out;
 }
 
+TEST(CheckpointBox, FirstOverlapAgreesWithEveryPair) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 400; ++trial) {
+    const size_t nd = 1 + trial % 3;
+    std::vector<Box> boxes(2 + rng() % 12);
+    for (Box& b : boxes) {
+      b.offset.resize(nd);
+      b.shape.resize(nd);
+      for (size_t d = 0; d < nd; ++d) {
+        b.offset[d] = int64_t(rng() % 12);
+        b.shape[d] = int64_t(rng() % 4);  // empty boxes too
+      }
+    }
+    bool any = false;
+    for (size_t i = 0; i < boxes.size(); ++i)
+      for (size_t j = i + 1; j < boxes.size(); ++j) any |= intersect(boxes[i], boxes[j]).has_value();
+    const auto pair = first_overlap(boxes);
+    ASSERT_EQ(pair.has_value(), any) << "trial " << trial;
+    if (pair) {
+      EXPECT_TRUE(intersect(boxes[pair->first], boxes[pair->second]).has_value());
+    }
+  }
+  // A layout's tiling: 1024 row bands, and a 32 x 32 grid.
+  std::vector<Box> bands, grid;
+  for (int64_t r = 0; r < 1024; ++r) bands.push_back(Box{{r * 3, 0}, {3, 7}});
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t c = 0; c < 32; ++c) grid.push_back(Box{{r * 2, c * 5}, {2, 5}});
+  EXPECT_FALSE(first_overlap(bands).has_value());
+  EXPECT_FALSE(first_overlap(grid).has_value());
+  grid.push_back(Box{{3, 9}, {1, 2}});
+  EXPECT_TRUE(first_overlap(grid).has_value());
+}
+
 TEST(CheckpointPlan, EveryBlockOnceSpreadOverReplicas) {
   // Eight replicated tensors on 4 ranks, and a (2, 2) mesh with one dim replicated: each block once, writers spread.
   std::vector<SavedTensor> ts;
