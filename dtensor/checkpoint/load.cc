@@ -1,5 +1,6 @@
 // load and import_safetensors (one path: an Index, from a checkpoint or from safetensors files), and verify.
 #include <set>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "dtensor/checkpoint/checkpoint.h"
@@ -35,11 +36,17 @@ LoadResult load_index(const Index& index, const TensorList& tensors, const LoadO
                       const std::string& what) {
   LoadResult result;
   result.metadata = index.metadata;
+  // Each given tensor's stored one, looked up once (Index::find is a scan: a checkpoint may hold thousands).
+  std::unordered_map<std::string, const StoredTensor*> stored;
+  for (const StoredTensor& s : index.tensors) stored.emplace(s.name, &s);
+  std::vector<const StoredTensor*> found;
   std::set<std::string> given;
   for (const auto& [name, t] : tensors) {
     DT_CHECK_ARG(t.defined(), what, ": tensor '", name, "' is undefined");
     DT_CHECK_ARG(given.insert(name).second, what, ": tensor '", name, "' is given twice");
-    if (index.find(name) == nullptr) result.missing.push_back(name);
+    auto it = stored.find(name);
+    found.push_back(it == stored.end() ? nullptr : it->second);
+    if (found.back() == nullptr) result.missing.push_back(name);
   }
   for (const StoredTensor& s : index.tensors)
     if (!given.count(s.name)) result.unexpected.push_back(s.name);
@@ -49,16 +56,18 @@ LoadResult load_index(const Index& index, const TensorList& tensors, const LoadO
              result.unexpected.empty() ? "" : " in the checkpoint but not given: " + join(result.unexpected) + ";",
              " load with strict = false to load the common ones");
   // Every dtype and shape is checked before anything is read.
-  for (const auto& [name, t] : tensors) {
-    const StoredTensor* s = index.find(name);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
+    const StoredTensor* s = found[i];
     if (s == nullptr) continue;
     DT_CHECK_ARG(s->dtype == t.dtype() && s->shape == t.shape(), what, ": tensor '", name, "' is ",
                  dtype_name(s->dtype), " ", shape_str(s->shape), " in '", index.path, "' but ", dtype_name(t.dtype()),
                  " ", shape_str(t.shape()), " in the model");
   }
   Reader reader(index);
-  for (const auto& [name, t] : tensors) {
-    const StoredTensor* s = index.find(name);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const DTensor& t = tensors[i].second;
+    const StoredTensor* s = found[i];
     if (s == nullptr) continue;
     if (!t.spec().has_partial()) {
       fill_block(reader, *s, t);

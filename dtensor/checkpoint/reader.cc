@@ -40,6 +40,18 @@ void Reader::read_block(const StoredTensor& t, const Box& box, void* dst) {
     if (const auto part = intersect(c.box, box)) read_chunk_part(t, c, *part, box, static_cast<char*>(dst));
 }
 
+void Reader::check_pages(const StoredTensor& t, const StoredChunk& c, const char* data, uint64_t first_page,
+                         uint64_t n) {
+  const uint64_t P = index_.page_bytes;
+  crcs_.resize(page_count(n, P));
+  crc32c_pages(data, n, P, crcs_.data());
+  for (size_t i = 0; i < crcs_.size(); ++i)
+    if (crcs_[i] != c.page_crcs[first_page + i])
+      DT_THROW(InvalidArgument, "checkpoint: tensor '", t.name, "' in file '", join_path(index_.dir, c.file),
+               "' fails its checksum at bytes [", c.begin + (first_page + i) * P, ", ",
+               c.begin + std::min((first_page + i + 1) * P, c.bytes), "): the file is damaged");
+}
+
 void Reader::read_chunk_part(const StoredTensor& t, const StoredChunk& c, const Box& part, const Box& box,
                              char* dst) {
   const uint64_t es = dtype_size(t.dtype);
@@ -55,17 +67,7 @@ void Reader::read_chunk_part(const StoredTensor& t, const StoredChunk& c, const 
     return;
   }
   const uint64_t P = index_.page_bytes;
-  auto check = [&](const char* data, uint64_t first_page, uint64_t n) {
-    std::vector<uint32_t> got(page_count(n, P));
-    crc32c_pages(data, n, P, got.data());
-    for (size_t i = 0; i < got.size(); ++i)
-      if (got[i] != c.page_crcs[first_page + i])
-        DT_THROW(InvalidArgument, "checkpoint: ", what, " in file '", join_path(index_.dir, c.file),
-                 "' fails its checksum at bytes [", c.begin + (first_page + i) * P, ", ",
-                 c.begin + std::min((first_page + i + 1) * P, c.bytes), "): the file is damaged");
-  };
-  std::vector<char> page(P);
-  uint64_t cached = UINT64_MAX;  // the page held in `page`
+  uint64_t cached = UINT64_MAX;  // the page of this chunk held in page_
   for (const Run& r : runs) {
     uint64_t pos = r.src;
     const uint64_t end = r.src + r.len;
@@ -79,19 +81,20 @@ void Reader::read_chunk_part(const StoredTensor& t, const StoredChunk& c, const 
         stop = std::min(stop, pos + std::max<uint64_t>(1, kWindowBytes / P) * P);
         char* out = r.dst + (pos - r.src);
         f.read_at(out, stop - pos, c.begin + pos, what);
-        check(out, pg, stop - pos);
+        check_pages(t, c, out, pg, stop - pos);
         bytes_read_ += stop - pos;
         pos = stop;
         continue;
       }
       if (cached != pg) {
-        f.read_at(page.data(), pend - pstart, c.begin + pstart, what);
-        check(page.data(), pg, pend - pstart);
+        page_.resize(P);
+        f.read_at(page_.data(), pend - pstart, c.begin + pstart, what);
+        check_pages(t, c, page_.data(), pg, pend - pstart);
         bytes_read_ += pend - pstart;
         cached = pg;
       }
       const uint64_t take = std::min(end, pend) - pos;
-      std::memcpy(r.dst + (pos - r.src), page.data() + (pos - pstart), take);
+      std::memcpy(r.dst + (pos - r.src), page_.data() + (pos - pstart), take);
       pos += take;
     }
   }

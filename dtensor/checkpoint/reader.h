@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "dtensor/checkpoint/file_io.h"
 #include "dtensor/checkpoint/index.h"
@@ -23,9 +24,14 @@ class Reader {
   const File& file(const std::string& name);
   void read_chunk_part(const StoredTensor& t, const StoredChunk& c, const Box& part, const Box& box, char* dst);
 
+  // Checks pages [first, first + count) of chunk c held at data (InvalidArgument naming the tensor and file).
+  void check_pages(const StoredTensor& t, const StoredChunk& c, const char* data, uint64_t first_page, uint64_t n);
+
   const Index& index_;
   std::map<std::string, File> files_;
   uint64_t bytes_read_ = 0;
+  std::vector<char> page_;        // one page read whole for a run that covers part of it (made on first use)
+  std::vector<uint32_t> crcs_;    // scratch of check_pages
 };
 
 }  // namespace dt::checkpoint
