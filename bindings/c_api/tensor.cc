@@ -278,9 +278,7 @@ dt_status_t dt_tensor_op(const char* op, const dt_tensor_t* inputs, int32_t n_in
     require_array(inputs, n_inputs, 64, "inputs");
     require_array(params, n_params, 64, "params");
     require(n_out, "n_out");
-    const std::vector<std::string> known = ops::registered_ops();
-    DT_CHECK_ARG(std::find(known.begin(), known.end(), op) != known.end(), "no op named '", op,
-                 "' (dt_ops_list lists them)");
+    DT_CHECK_ARG(ops::is_registered_op(op), "no op named '", op, "' (dt_ops_list lists them)");
     std::vector<DTensor> in;
     std::shared_ptr<TensorObject> first;
     for (int32_t i = 0; i < n_inputs; ++i) {

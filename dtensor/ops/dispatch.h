@@ -62,6 +62,7 @@ const OpRule& find_rule(const std::string& op);
 OpId op_id(const std::string& op);  // the typed id of a registered op (InternalError for an unknown one)
 const OpRule& rule_of(OpId id);
 std::vector<std::string> registered_ops();
+bool is_registered_op(const std::string& op);  // built in or registered by the user (no throw)
 // Registers a user op's rule (e.g. a fused kernel with its own sharding strategies), callable afterwards through
 // dispatch(rule.name, ...) like a built-in op. Thread-safe, at any time; the rule must stay valid for the process's
 // life (it is never removed). InvalidArgument for a rule without name, meta, strategies or compute, and for a name

@@ -99,6 +99,13 @@ const OpRule& rule_of(OpId id) {
   return u.rules[i - r.rules.size()];
 }
 
+bool is_registered_op(const std::string& op) {
+  if (registry().index.count(op)) return true;
+  UserRules& u = user_rules();
+  std::shared_lock lock(u.mu);
+  return u.index.count(op) != 0;
+}
+
 std::vector<std::string> registered_ops() {
   std::vector<std::string> out;
   for (const OpRule& rule : registry().rules) out.push_back(rule.name);
