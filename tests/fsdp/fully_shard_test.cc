@@ -247,19 +247,26 @@ TEST(FullyShard, MixedPrecisionFollowsTheF32Run) {
               got.losses.front(), got.losses.back(), worst);
 }
 
+// The GPT with 3 blocks, each block and then the root fully_shard over mesh["dp"] (the prefetch tests' model).
+std::pair<std::shared_ptr<nn::Gpt>, std::vector<fsdp::FsdpModule>> three_sharded_blocks(const DeviceMesh& mesh) {
+  nn::GptConfig cfg = nn_test::uneven_gpt_config();
+  cfg.layers = 3;
+  auto model = std::make_shared<nn::Gpt>(cfg);
+  model->materialize(mesh["tp"], 5);
+  std::vector<fsdp::FsdpModule> blocks;
+  for (auto& b : model->layers) blocks.push_back(fsdp::fully_shard(b, mesh["dp"]));
+  fsdp::fully_shard(model, mesh["dp"]);
+  return {model, std::move(blocks)};
+}
+
 // At every block's forward, at most two blocks' groups are gathered (or gathering): its own and the next one,
 // prefetched; from the second step on the next one is always prefetched. Backward prefetches the block before.
 TEST(FullyShard, PrefetchesTheNextGroupAndBoundsGatheredGroups) {
   run_threads(2, [](CommunicatorPtr world) {
     set_default_world(world, true);
     DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 1}, {"dp", "tp"});
-    nn::GptConfig cfg = nn_test::uneven_gpt_config();
-    cfg.layers = 3;
-    auto model = std::make_shared<nn::Gpt>(cfg);
-    model->materialize(mesh["tp"], 5);
-    std::vector<fsdp::FsdpModule> blocks;
-    for (auto& b : model->layers) blocks.push_back(fsdp::fully_shard(b, mesh["dp"]));
-    fsdp::fully_shard(model, mesh["dp"]);
+    auto [model, blocks] = three_sharded_blocks(mesh);
+    const nn::GptConfig& cfg = model->config;
     auto gathered = [&] {
       std::vector<int> g;
       for (auto& b : blocks) g.push_back(b.param_group().state() == fsdp::ParamGroup::State::kSharded ? 0 : 1);
@@ -305,13 +312,8 @@ TEST(FullyShard, ExplicitPrefetchListsReplaceTheImplicitOnes) {
   run_threads(2, [](CommunicatorPtr world) {
     set_default_world(world, true);
     DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {2, 1}, {"dp", "tp"});
-    nn::GptConfig cfg = nn_test::uneven_gpt_config();
-    cfg.layers = 3;
-    auto model = std::make_shared<nn::Gpt>(cfg);
-    model->materialize(mesh["tp"], 5);
-    std::vector<fsdp::FsdpModule> blocks;
-    for (auto& b : model->layers) blocks.push_back(fsdp::fully_shard(b, mesh["dp"]));
-    fsdp::fully_shard(model, mesh["dp"]);
+    auto [model, blocks] = three_sharded_blocks(mesh);
+    const nn::GptConfig& cfg = model->config;
     blocks[0].set_modules_to_forward_prefetch({model->layers[2]});
     blocks[2].set_modules_to_backward_prefetch({model->layers[0]});
     std::vector<fsdp::ParamGroup::State> at_block0, at_block2_backward;
