@@ -138,12 +138,6 @@ std::optional<std::vector<uint32_t>> decode_crcs(std::string_view hex) {
 
 std::string meta_to_string(const MetaValue& v) { return json::serialize(meta_to_json(v)); }
 
-const StoredTensor* Index::find(const std::string& name) const {
-  for (const StoredTensor& t : tensors)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
 std::string encode_index(const Index& index) {
   json::object root;
   root["format"] = kFormatName;

@@ -62,7 +62,6 @@ struct Index {
   Metadata metadata;
   std::map<std::string, uint64_t> file_bytes;  // each file's size
   std::vector<StoredTensor> tensors;           // in the order they were saved
-  const StoredTensor* find(const std::string& name) const;  // nullptr when absent
 };
 
 // Page checksums as text (8 lowercase hex digits each, concatenated), and back (nullopt for anything else).

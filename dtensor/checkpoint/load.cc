@@ -36,7 +36,7 @@ LoadResult load_index(const Index& index, const TensorList& tensors, const LoadO
                       const std::string& what) {
   LoadResult result;
   result.metadata = index.metadata;
-  // Each given tensor's stored one, looked up once (Index::find is a scan: a checkpoint may hold thousands).
+  // Each given tensor's stored one, looked up once (a checkpoint may hold thousands).
   std::unordered_map<std::string, const StoredTensor*> stored;
   for (const StoredTensor& s : index.tensors) stored.emplace(s.name, &s);
   std::vector<const StoredTensor*> found;
