@@ -339,8 +339,8 @@ int main(int argc, char** argv) {
       // The accounting's peak (core/memory_stats.h): every storage this rank holds, by kind.
       const double peak = double(dt::memory_usage(mesh.device()).total_peak);
       if (lead) {
-        if (a.json)
-          std::printf("{\"step\":%lld,\"loss\":%.8g,\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"peak_bytes\":%.0f,"
+        if (a.json)  // %.17g round-trips the double: runs can be compared bit for bit
+          std::printf("{\"step\":%lld,\"loss\":%.17g,\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"peak_bytes\":%.0f,"
                       "\"rss_base_bytes\":%lld,\"rss_peak_bytes\":%lld}\n",
                       (long long)step, value, secs, tokens_per_step / secs, peak, (long long)rss_base,
                       (long long)dt::process_peak_rss_bytes());
