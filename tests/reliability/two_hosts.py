@@ -299,7 +299,9 @@ def main():
     for tool in ("ip", "unshare", "hostname"):
         if shutil.which(tool) is None:
             skip(f"`{tool}` is not installed")
-    # SIGTERM (meson's timeout) and SIGHUP unwind like Ctrl-C, so that the finally below removes everything.
+    # Ctrl-C (even where a shell started this with SIGINT ignored), SIGTERM (meson's timeout) and SIGHUP unwind, so
+    # that the finally below removes everything.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda s, f: sys.exit(128 + s))
     clean_stale()
