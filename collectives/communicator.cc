@@ -9,6 +9,7 @@
 
 #include "collectives/flight_recorder.h"
 #include "core/error.h"
+#include "core/fault_inject.h"
 #include "core/logging.h"
 
 namespace dt {
@@ -37,9 +38,7 @@ const char* collective_kind_name(CollectiveKind kind) {
   return "?";
 }
 
-bool CollectiveArgs::in_place() const {
-  return send != nullptr && recv != nullptr && send == recv;
-}
+bool CollectiveArgs::in_place() const { return send != nullptr && recv != nullptr && send == recv; }
 
 namespace {
 // The elements of the span [0, max(displ + count)) of an all_to_allv side (empty blocks do not count).
@@ -304,15 +303,27 @@ WorkPtr Communicator::submit(const CollectiveArgs& args) {
   }
   DT_LOG_DEBUG(args.describe(), " on ", backend_name(), " group of ", size());
   const uint64_t record = recorder_->record(p2p ? 0 : sequence_, args);
+  const fault::Action fault = fault::at(collective_kind_name(args.kind));  // Note [Fault injection]
   WorkPtr work;
   try {
-    work = enqueue(args);
+    if (fault == fault::Action::kSkip) {
+      skip_call(args);
+      work = completed_work(args.describe() + " (skipped by fault injection)");
+    } else {
+      work = enqueue(args);
+    }
   } catch (...) {
     recorder_->finish(record, false);
     throw;
   }
   work->set_record(recorder_, record);
+  fault::perform(fault);
   return work;
+}
+
+void Communicator::skip_call(const CollectiveArgs& args) {
+  DT_THROW(Unsupported, "fault injection: the ", backend_name(), " backend cannot skip ", args.describe(),
+           " (only ucx numbers its calls on the wire)");
 }
 
 // ---- marshalling ----
@@ -362,9 +373,9 @@ WorkPtr Communicator::all_to_all(const void* send, void* recv, int64_t count, DT
   return submit(args_for(CollectiveKind::kAllToAll, send, recv, count, dtype, device, stream));
 }
 
-WorkPtr Communicator::all_to_allv(const void* send, std::vector<int64_t> send_counts,
-                                  std::vector<int64_t> send_displs, void* recv, std::vector<int64_t> recv_counts,
-                                  std::vector<int64_t> recv_displs, DType dtype, Device device, Stream stream) {
+WorkPtr Communicator::all_to_allv(const void* send, std::vector<int64_t> send_counts, std::vector<int64_t> send_displs,
+                                  void* recv, std::vector<int64_t> recv_counts, std::vector<int64_t> recv_displs,
+                                  DType dtype, Device device, Stream stream) {
   int64_t total = 0;  // saturates: validate_collective reports the entries that are negative or too large
   for (int64_t c : send_counts)
     if (c > 0 && __builtin_add_overflow(total, c, &total)) total = std::numeric_limits<int64_t>::max();
@@ -470,16 +481,15 @@ WorkPtr Communicator::all_reduce(Tensor& tensor, ReduceOp op) {
 
 WorkPtr Communicator::broadcast(Tensor& tensor, int root) {
   check_tensor(tensor, "broadcast", "");
-  return broadcast(tensor.numel() ? tensor.data_ptr() : nullptr, tensor.numel(), tensor.dtype(), root,
-                   tensor.device());
+  return broadcast(tensor.numel() ? tensor.data_ptr() : nullptr, tensor.numel(), tensor.dtype(), root, tensor.device());
 }
 
 WorkPtr Communicator::all_to_all(const Tensor& input, Tensor& output) {
   check_tensor(input, "all_to_all", "input");
   check_tensor(output, "all_to_all", "output");
   check_same(input, output, "all_to_all");
-  DT_CHECK_ARG(input.numel() == output.numel() && input.numel() % size() == 0, "all_to_all: input (",
-               input.numel(), " elements) and output (", output.numel(),
+  DT_CHECK_ARG(input.numel() == output.numel() && input.numel() % size() == 0, "all_to_all: input (", input.numel(),
+               " elements) and output (", output.numel(),
                " elements) must have the same size, divisible by the group size ", size());
   return all_to_all(input.numel() ? input.data_ptr() : nullptr, output.numel() ? output.data_ptr() : nullptr,
                     input.numel() / size(), input.dtype(), input.device());

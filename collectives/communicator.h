@@ -74,8 +74,8 @@ struct CollectiveArgs {
   DType dtype = DType::f32;
   Device device = Device::cpu();
   ReduceOp op = ReduceOp::kSum;
-  int root = 0;  // broadcast root
-  int peer = -1;  // send / recv
+  int root = 0;                                                             // broadcast root
+  int peer = -1;                                                            // send / recv
   std::vector<int64_t> send_counts, send_displs, recv_counts, recv_displs;  // all_to_allv
   Stream stream{};  // CUDA backends: the stream the caller's buffers are ordered on (nullptr: the default stream)
   // Strided views (all_gather_views: one send view, one recv view per rank; all_to_all_views: one of each per rank).
@@ -115,6 +115,10 @@ class Communicator {
   virtual Device home_device() const { return Device::cpu(); }
   // Deadline used by Work::wait() when no timeout is given.
   virtual Work::Duration timeout() const { return default_timeout(); }
+  // Null while calls on this communicator can complete; otherwise the error a call would get now (a member died, the
+  // group failed). For waits that are not collectives (a checkpoint commit polling files). A backend may check its
+  // peers here (ucx: those on this host, through /proc, at most twice a second).
+  virtual std::exception_ptr health() const { return nullptr; }
 
   // ---- pointer API ----
   WorkPtr all_gather(const void* send, void* recv, int64_t count, DType dtype, Device device, Stream stream = {});
@@ -124,17 +128,17 @@ class Communicator {
                      Stream stream = {});
   WorkPtr broadcast(void* buf, int64_t count, DType dtype, int root, Device device, Stream stream = {});
   WorkPtr all_to_all(const void* send, void* recv, int64_t count, DType dtype, Device device, Stream stream = {});
-  WorkPtr all_to_allv(const void* send, std::vector<int64_t> send_counts, std::vector<int64_t> send_displs,
-                      void* recv, std::vector<int64_t> recv_counts, std::vector<int64_t> recv_displs, DType dtype,
-                      Device device, Stream stream = {});
+  WorkPtr all_to_allv(const void* send, std::vector<int64_t> send_counts, std::vector<int64_t> send_displs, void* recv,
+                      std::vector<int64_t> recv_counts, std::vector<int64_t> recv_displs, DType dtype, Device device,
+                      Stream stream = {});
   WorkPtr send(const void* buf, int64_t count, DType dtype, int peer, Device device, Stream stream = {});
   WorkPtr recv(void* buf, int64_t count, DType dtype, int peer, Device device, Stream stream = {});
   WorkPtr barrier();
 
   // ---- Tensor API (contiguous tensors; shapes checked against the layouts above) ----
-  WorkPtr all_gather(const Tensor& input, Tensor& output);        // output.numel() == size * input.numel()
+  WorkPtr all_gather(const Tensor& input, Tensor& output);                   // output.numel() == size * input.numel()
   WorkPtr reduce_scatter(const Tensor& input, Tensor& output, ReduceOp op);  // input.numel() == size * output.numel()
-  WorkPtr all_reduce(Tensor& tensor, ReduceOp op);                // in place
+  WorkPtr all_reduce(Tensor& tensor, ReduceOp op);                           // in place
   WorkPtr broadcast(Tensor& tensor, int root);
   WorkPtr all_to_all(const Tensor& input, Tensor& output);
   WorkPtr send(const Tensor& tensor, int peer);
@@ -157,6 +161,9 @@ class Communicator {
  protected:
   // Backends: start the (already validated) operation and return its Work.
   virtual WorkPtr enqueue(const CollectiveArgs& args) = 0;
+  // Fault injection's "skip" (Note [Fault injection]): the call takes its number in the backend's sequence and does
+  // nothing, as a lost call would. Backends without call numbers on the wire throw Unsupported.
+  virtual void skip_call(const CollectiveArgs& args);
   // Group-wide calls submitted so far, this one included (the number a call has in its group).
   uint64_t call_sequence() const { return sequence_; }
   // For wrappers: this communicator's funnel validates and notifies observers, then enqueue() forwards; the calls

@@ -27,6 +27,10 @@ void Work::set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id) {
   if (const uint8_t f = finished_.load()) recorder_->finish(record_id_, f == 1);
 }
 
+std::string Work::recent_calls() const {
+  return recorded_.load() ? "; " + recorder_->describe_recent() : std::string();
+}
+
 void Work::note_finished(bool ok) {
   uint8_t expected = 0;
   if (!finished_.compare_exchange_strong(expected, ok ? 1 : 2)) return;
@@ -69,7 +73,7 @@ void AsyncWork::wait(Duration timeout) {
       lock.unlock();
       std::string why = explain_ ? explain_() : std::string();
       DT_THROW(TimeoutError, description_, " did not complete within ", timeout.count() / 1000.0, " s",
-               why.empty() ? "" : ": ", why);
+               why.empty() ? "" : ": ", why, recent_calls());
     }
     if (progress_) {
       // Drive progress on the caller's thread (UCX): cheaper than waking a progress thread.

@@ -50,6 +50,8 @@ class Work {
  protected:
   // Subclasses call it when the operation finished (`ok`: without an error); only the first call counts.
   void note_finished(bool ok);
+  // "; last calls on this rank: ..." from the flight recorder, for timeout errors ("" before set_record).
+  std::string recent_calls() const;
 
  private:
   std::atomic<uint8_t> finished_{0};  // 0 running, 1 ok, 2 failed

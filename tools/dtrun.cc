@@ -43,7 +43,8 @@ using Clock = std::chrono::steady_clock;
 
 const char* kUsage =
     "usage: dtrun --nproc-per-node N [--nnodes M --node-rank I --master-addr A --master-port P]\n"
-    "             [--tag-output] [--timeout S] [--grace-period S] [--] program [args...]\n"
+    "             [--tag-output] [--timeout S] [--grace-period S]\n"
+    "             [--failure-grace S] [--] program [args...]\n"
     "\n"
     "  --nproc-per-node N  ranks to start on this node (required)\n"
     "  --nnodes M          nodes in the job (default 1); run one dtrun per node\n"
@@ -53,6 +54,8 @@ const char* kUsage =
     "  --tag-output        prefix every output line with the rank: [r3] ...\n"
     "  --timeout S         deadline in seconds of every blocking call in the ranks (sets DT_TIMEOUT_S)\n"
     "  --grace-period S    seconds between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
+    "  --failure-grace S   after a rank fails, seconds the others have to exit on their own, each reporting the\n"
+    "                      error it saw, before they are stopped (default 5; 0: stop them at once)\n"
     "  --help-env          list the environment variables dtensor reads, with their defaults\n"
     "\n"
     "With M > 1 every node's dtrun needs the same DT_STORE_SECRET in its environment; with M == 1 dtrun generates a\n"
@@ -72,6 +75,7 @@ struct Options {
   bool tag_output = false;
   std::string timeout;  // as given, validated
   double grace_s = 5.0;
+  double failure_grace_s = 5.0;
   std::vector<std::string> program;
 };
 
@@ -125,8 +129,8 @@ Options parse_args(int argc, char** argv) {
       o.tag_output = true;
       continue;
     }
-    static const char* kWithValue[] = {"--nproc-per-node", "--nnodes",  "--node-rank",   "--master-addr",
-                                       "--master-port",    "--timeout", "--grace-period"};
+    static const char* kWithValue[] = {"--nproc-per-node", "--nnodes",  "--node-rank",    "--master-addr",
+                                       "--master-port",    "--timeout", "--grace-period", "--failure-grace"};
     if (std::find_if(std::begin(kWithValue), std::end(kWithValue), [&](const char* k) { return name == k; }) ==
         std::end(kWithValue)) {
       usage_error("unknown option '" + a + "'");
@@ -151,6 +155,8 @@ Options parse_args(int argc, char** argv) {
       o.timeout = value;
     } else if (name == "--grace-period") {
       o.grace_s = parse_seconds_arg(name, value, true);
+    } else if (name == "--failure-grace") {
+      o.failure_grace_s = parse_seconds_arg(name, value, true);
     }
   }
   for (; i < argc; ++i) o.program.push_back(argv[i]);
@@ -173,6 +179,12 @@ Options parse_args(int argc, char** argv) {
 std::string signal_name(int sig) {
   const char* abbrev = sigabbrev_np(sig);
   return "signal " + std::to_string(sig) + (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string());
+}
+
+std::string seconds_str(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
 }
 
 std::string describe_status(int status) {
@@ -245,12 +257,20 @@ class Launcher {
   void spawn(int local_rank, const std::string& path, const std::vector<std::string>& base_env);
   void on_signal(int sig);
   void reap();
+  void name_first_failure();
+  static constexpr std::chrono::milliseconds kFailureSettle{200};
   void begin_stop(int sig);
   void signal_alive(int sig);
   void pump(Stream& s, int rank);
   void emit_lines(Stream& s, int rank, bool flush_all);
   bool any_alive() const {
     return std::any_of(children_.begin(), children_.end(), [](const Child& c) { return c.alive; });
+  }
+  std::string alive_names() const {
+    std::string names;
+    for (const Child& c : children_)
+      if (c.alive) names += (names.empty() ? "" : ", ") + std::to_string(c.rank);
+    return names;
   }
 
   Options o_;
@@ -259,6 +279,9 @@ class Launcher {
   std::vector<Child> children_;
   bool stopping_ = false;
   std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> settle_at_;  // Note [The first failure]
+  std::vector<int> failed_;                     // failures reaped before settle_at_ (indices into children_)
+  std::optional<Clock::time_point> stop_at_;    // a rank failed: the others are stopped then unless gone by then
   int received_signal_ = 0;
   int first_failure_ = -1;  // index into children_ of the first rank that failed on its own
   std::vector<int> stopped_ranks_;
@@ -359,24 +382,49 @@ void Launcher::on_signal(int sig) {
   begin_stop(sig);
 }
 
+// Note [The first failure]
+// Survivors see a dead rank within milliseconds and exit on their errors, and a killed process may take longer to
+// be torn down (and reaped) than a survivor takes to exit. So the failures of the first kFailureSettle after one
+// are gathered before one is named first: one killed by a signal (the others exited on seeing it die), else the
+// first reaped.
 void Launcher::reap() {
   for (;;) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;
+    if (pid <= 0) break;
     for (size_t i = 0; i < children_.size(); ++i) {
       Child& c = children_[i];
       if (c.pid != pid || !c.alive) continue;
       c.alive = false;
       c.status = status;
-      bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && !stopping_) {
-        first_failure_ = static_cast<int>(i);
-        say("rank " + std::to_string(c.rank) + " (pid " + std::to_string(pid) + ") " + describe_status(status) +
-            "; stopping the other ranks");
-        begin_stop(SIGTERM);
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed && !stopping_ && first_failure_ < 0) {
+        failed_.push_back(static_cast<int>(i));
+        if (!settle_at_) settle_at_ = Clock::now() + kFailureSettle;
       }
     }
+  }
+}
+
+void Launcher::name_first_failure() {
+  settle_at_.reset();
+  if (failed_.empty() || stopping_ || first_failure_ >= 0) return;
+  int first = failed_.front();
+  for (int i : failed_)
+    if (WIFSIGNALED(children_[size_t(i)].status) && !WIFSIGNALED(children_[size_t(first)].status)) first = i;
+  failed_.clear();
+  first_failure_ = first;
+  const Child& c = children_[size_t(first)];
+  const std::string what =
+      "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
+  if (!any_alive()) {
+    say(what);
+  } else if (o_.failure_grace_s <= 0) {
+    say(what + "; stopping the other ranks");
+    begin_stop(SIGTERM);
+  } else {
+    say(what + "; the other ranks have " + seconds_str(o_.failure_grace_s) + " s to exit before they are stopped");
+    stop_at_ = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(o_.failure_grace_s * 1e6));
   }
 }
 
@@ -503,7 +551,11 @@ int Launcher::run() {
       if (Clock::now() >= *drain_until) break;
     }
     int timeout_ms = -1;
-    auto until = !alive ? drain_until : kill_at_;
+    auto until = !alive       ? drain_until
+                 : kill_at_   ? kill_at_
+                 : settle_at_ ? settle_at_
+                 : stopping_  ? std::nullopt
+                              : stop_at_;
     if (until) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*until - Clock::now()).count() + 1;
       timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
@@ -514,11 +566,15 @@ int Launcher::run() {
       signal_alive(SIGKILL);
       break;
     }
+    if (settle_at_ && Clock::now() >= *settle_at_) name_first_failure();
+    if (stop_at_ && !stopping_ && Clock::now() >= *stop_at_ && any_alive()) {
+      say("rank(s) " + alive_names() + " still running " + seconds_str(o_.failure_grace_s) + " s after rank " +
+          std::to_string(children_[size_t(first_failure_)].rank) + " failed; stopping them");
+      begin_stop(SIGTERM);
+    }
     if (kill_at_ && Clock::now() >= *kill_at_ && any_alive()) {
-      std::string names;
-      for (auto& c : children_)
-        if (c.alive) names += (names.empty() ? "" : ", ") + std::to_string(c.rank);
-      say("rank(s) " + names + " still running " + std::to_string(o_.grace_s) + " s after SIGTERM; sending SIGKILL");
+      say("rank(s) " + alive_names() + " still running " + seconds_str(o_.grace_s) +
+          " s after SIGTERM; sending SIGKILL");
       signal_alive(SIGKILL);
       kill_at_.reset();
     }
@@ -534,6 +590,7 @@ int Launcher::run() {
     }
     reap();  // SIGCHLD coalesces; cheap to check anyway
   }
+  name_first_failure();  // every rank ended within the settle time
   // Close any pipe still held open by a grandchild.
   for (auto& c : children_) {
     for (Stream* s : {&c.out, &c.err}) {

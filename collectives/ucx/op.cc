@@ -88,15 +88,16 @@ void UcxWork::wait(Duration timeout) {
       const auto now = Clock::now();
       if (deadline == Clock::time_point{}) deadline = now + timeout;
       if (now >= deadline) {
-        std::string why;
+        std::string why, what = describe();
         auto op = op_.lock();
         if (w && op) {
           std::lock_guard<std::mutex> lock(w->mutex());
+          what = op->description();  // with the call's number
           if (!op->finished()) why = "still waiting for: " + op->pending_summary();
         }
         if (done()) break;
-        DT_THROW(TimeoutError, describe(), " did not complete within ", timeout.count() / 1000.0, " s",
-                 why.empty() ? "" : ": ", why);
+        DT_THROW(TimeoutError, what, " did not complete within ", timeout.count() / 1000.0, " s",
+                 why.empty() ? "" : ": ", why, recent_calls());
       }
     }
     if (w) {
@@ -184,7 +185,11 @@ void UcxOp::Recycle::operator()(Lists* l) const {
   delete l;
 }
 
-std::string UcxOp::description() const { return args_.describe() + " on " + comm_->name; }
+std::string UcxOp::description() const {
+  const bool p2p = args_.kind == CollectiveKind::kSend || args_.kind == CollectiveKind::kRecv;
+  // The group's call number, as the flight recorder numbers it ("#41 all_gather(...)"); a send's counts per peer.
+  return p2p ? args_.describe() + " on " + comm_->name : str_cat("#", seq_, " ", args_.describe(), " on ", comm_->name);
+}
 
 int UcxOp::rank() const { return comm_->rank; }
 int UcxOp::size() const { return comm_->size; }

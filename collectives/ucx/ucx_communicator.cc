@@ -56,6 +56,8 @@ Work::Duration UcxCommunicator::timeout() const {
   return state_->timeout;
 }
 
+std::exception_ptr UcxCommunicator::health() const { return worker_->health(*state_, "ucx " + state_->name); }
+
 void UcxCommunicator::set_timeout(Work::Duration timeout) {
   DT_CHECK_ARG(timeout.count() > 0, "UcxCommunicator::set_timeout: the timeout must be positive, got ", timeout.count(),
                " ms");
@@ -92,6 +94,17 @@ WorkPtr UcxCommunicator::enqueue(const CollectiveArgs& args) {
 #endif
 }
 
+void UcxCommunicator::skip_call(const CollectiveArgs& a) {
+  std::unique_lock<std::mutex> lock(worker_->mutex());
+  CommState& st = *state_;
+  if (a.kind == CollectiveKind::kSend)
+    ++st.send_seq[size_t(a.peer)];
+  else if (a.kind == CollectiveKind::kRecv)
+    ++st.recv_seq[size_t(a.peer)];
+  else
+    ++st.seq;
+}
+
 WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<void()> on_success) {
   UcxWorker& w = *worker_;
   std::unique_lock<std::mutex> lock(w.mutex());
@@ -102,7 +115,9 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
     seq = a.kind == CollectiveKind::kSend ? st.send_seq[size_t(a.peer)]++ : st.recv_seq[size_t(a.peer)]++;
   else
     seq = ++st.seq;
-  auto desc = [&] { return a.describe() + " on " + st.name; };
+  auto desc = [&] {
+    return p2p ? a.describe() + " on " + st.name : str_cat("#", seq, " ", a.describe(), " on ", st.name);
+  };
   if (st.failed)
     return completed_work(
         desc(), make_error(st.failed_code, str_cat(desc(), ": the communicator failed earlier: ", st.failed_reason)));

@@ -38,6 +38,7 @@ class UcxCommunicator final : public Communicator {
   // group's (the tag carries a communicator id taken from the store).
   std::shared_ptr<Communicator> split(int color, int key) override;
   Work::Duration timeout() const override;
+  std::exception_ptr health() const override;
 
   // The deadline of every call issued from now on (default DT_TIMEOUT_S). Local.
   void set_timeout(Work::Duration timeout);
@@ -53,6 +54,7 @@ class UcxCommunicator final : public Communicator {
 
  protected:
   WorkPtr enqueue(const CollectiveArgs& args) override;
+  void skip_call(const CollectiveArgs& args) override;
 
  private:
   WorkPtr enqueue_host(const CollectiveArgs& args, std::function<void()> on_success = nullptr);

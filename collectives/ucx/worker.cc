@@ -187,7 +187,8 @@ void UcxWorker::init(int64_t generation) {
     live_workers().push_back(this);
   }
   thread_ = std::thread([this] { thread_main(); });
-  DT_LOG_INFO("UCX worker up: rank ", rank_, "/", size_, ", ", local, " rank(s) on this host, spin ", spin_.count(), " us");
+  DT_LOG_INFO("UCX worker up: rank ", rank_, "/", size_, ", ", local, " rank(s) on this host, spin ", spin_.count(),
+              " us");
 }
 
 void UcxWorker::stop_thread() {

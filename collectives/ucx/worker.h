@@ -28,7 +28,8 @@
 //     message of the same number with another kind or digest fails naming that peer (Note [Mismatched calls] in
 //     tag.h); otherwise the per-operation deadline fires naming the peers still awaited;
 //   - whichever rank sees an error first tells the other members through an abort channel (a reserved tag kind),
-//     so they fail promptly with "rank N reported: ..." instead of waiting for their deadlines;
+//     so they fail promptly with "rank N reported: ..." instead of waiting for their deadlines; a dead rank is
+//     news for every group (Note [A dead rank fails every group] in worker_liveness.cc);
 //   - every operation has a deadline (the communicator's timeout, DT_TIMEOUT_S): peers on other hosts that die are
 //     reported when it passes, naming the peers awaited.
 #pragma once
@@ -117,6 +118,9 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   std::string peer_name(const CommState& comm, int group_rank) const;
   // The error for a call on `comm` when one of its members is known dead, else nullptr.
   std::exception_ptr dead_member_error(const CommState& comm, const std::string& what) const;
+  // Communicator::health(): the group's failure, else a dead member's error (the peers on this host are checked
+  // first, at most every 500 ms).
+  std::exception_ptr health(const CommState& comm, const std::string& what);
   bool has_dead_peer() const { return any_dead_; }
   void register_comm(const std::shared_ptr<CommState>& comm);
   // Peers whose memory vanished under a CMA copy (Note [CMA reads from a dead peer]): marks them dead and fails the
@@ -146,8 +150,11 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   // A stalled op whose awaited peer sent a message of the same call number with another kind or digest (Note
   // [Mismatched calls] in tag.h): fails it naming that peer. Whether it did.
   bool find_mismatch_locked(UcxOp& op);
-  void fail_dead_peers_locked(const std::vector<int>& newly_dead);
-  bool poll_abort_locked();  // handles a received abort message (and reposts); true when one came
+  // Note [A dead rank fails every group]: fails every communicator of this process naming the first of
+  // `newly_dead`, and (announce) tells every live peer in one death notice each.
+  void fail_dead_peers_locked(const std::vector<int>& newly_dead, bool announce = true);
+  std::string global_peer_name(int g) const;  // "global rank 2 (pid 123 on host)"
+  bool poll_abort_locked();                   // handles a received abort message (and reposts); true when one came
   void handle_abort_locked(const std::string& message, int from);
   void reap_locked();
   void thread_main();
@@ -202,6 +209,9 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   static void abort_recv_cb(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data);
   static void abort_send_cb(void* request, ucs_status_t status, void* user_data);
   void send_abort_locked(const CommState& comm, const std::string& text);
+  void post_abort_locked(int g, const std::string& payload);
+  static const char* const kDeathNotice;  // the abort-channel message "dead G\nwhy" (a death seen by the sender)  //
+                                          // one abort-channel message to global rank g
   std::unique_ptr<AbortRecv> abort_recv_;
   std::vector<std::unique_ptr<AbortSend>> abort_sends_;
 

@@ -10,26 +10,30 @@
 
 namespace dt::ucx {
 
+const char* const UcxWorker::kDeathNotice = "dead ";
+
 void UcxWorker::send_abort_locked(const CommState& comm, const std::string& text) {
-  std::string payload = std::to_string(comm.id) + "\n" + text;
-  if (payload.size() > AbortRecv::kMax) payload.resize(AbortRecv::kMax);
+  const std::string payload = std::to_string(comm.id) + "\n" + text;
   for (int r = 0; r < comm.size; ++r) {
     const int g = comm.members[size_t(r)];
-    if (g == rank_ || !peers_[size_t(g)].dead.empty()) continue;
-    auto a = std::make_unique<AbortSend>();
-    a->payload = payload;
-    ucp_request_param_t p;
-    std::memset(&p, 0, sizeof(p));
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
-    p.cb.send = abort_send_cb;
-    p.user_data = a.get();
-    p.datatype = ucp_dt_make_contig(1);
-    void* r2 = ucp_tag_send_nbx(eps_[size_t(g)], a->payload.data(), a->payload.size(),
-                                make_tag(kAbortKind, 0, 0, 0, uint32_t(rank_), 0), &p);
-    if (UCS_PTR_IS_PTR(r2)) {
-      a->request = r2;
-      abort_sends_.push_back(std::move(a));
-    }
+    if (g != rank_ && peers_[size_t(g)].dead.empty()) post_abort_locked(g, payload);
+  }
+}
+
+void UcxWorker::post_abort_locked(int g, const std::string& payload) {
+  auto a = std::make_unique<AbortSend>();
+  a->payload = payload.substr(0, AbortRecv::kMax);
+  ucp_request_param_t p;
+  std::memset(&p, 0, sizeof(p));
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+  p.cb.send = abort_send_cb;
+  p.user_data = a.get();
+  p.datatype = ucp_dt_make_contig(1);
+  void* r = ucp_tag_send_nbx(eps_[size_t(g)], a->payload.data(), a->payload.size(),
+                             make_tag(kAbortKind, 0, 0, 0, uint32_t(rank_), 0), &p);
+  if (UCS_PTR_IS_PTR(r)) {
+    a->request = r;
+    abort_sends_.push_back(std::move(a));
   }
 }
 
@@ -86,6 +90,15 @@ bool UcxWorker::poll_abort_locked() {
 void UcxWorker::handle_abort_locked(const std::string& message, int from) {
   size_t nl = message.find('\n');
   if (nl == std::string::npos) return;
+  if (message.rfind(kDeathNotice, 0) == 0) {  // "dead G\nwhy": Note [A dead rank fails every group]
+    const long g = std::strtol(message.c_str() + std::strlen(kDeathNotice), nullptr, 10);
+    if (g < 0 || g >= size_ || g == rank_ || !peers_[size_t(g)].dead.empty()) return;
+    peers_[size_t(g)].dead = str_cat(message.substr(nl + 1), ", as global rank ", from, " saw");
+    any_dead_ = true;
+    DT_LOG_WARN("UCX: rank ", g, " died: ", peers_[size_t(g)].dead);
+    fail_dead_peers_locked({int(g)}, /*announce=*/false);
+    return;
+  }
   const uint32_t id = uint32_t(std::strtoul(message.substr(0, nl).c_str(), nullptr, 10));
   const std::string text = message.substr(nl + 1);
   bool known = false;

@@ -22,7 +22,22 @@ std::exception_ptr UcxWorker::dead_member_error(const CommState& comm, const std
     if (!p.dead.empty())
       return make_error(ErrorCode::kRemoteError, str_cat(what, ": ", peer_name(comm, r), " died earlier: ", p.dead));
   }
+  for (int g = 0; g < size_; ++g)  // Note [A dead rank fails every group]
+    if (!peers_[size_t(g)].dead.empty())
+      return make_error(ErrorCode::kRemoteError, str_cat(what, ": ", global_peer_name(g), " died earlier (",
+                                                         peers_[size_t(g)].dead, "); the job lost a member"));
   return nullptr;
+}
+
+std::exception_ptr UcxWorker::health(const CommState& comm, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  if (now >= next_liveness_) {
+    next_liveness_ = now + std::chrono::milliseconds(500);
+    check_peers_locked();
+  }
+  if (comm.failed) return make_error(comm.failed_code, str_cat(what, " failed earlier: ", comm.failed_reason));
+  return any_dead_ ? dead_member_error(comm, what) : nullptr;
 }
 
 void UcxWorker::check_health_locked(Clock::time_point now) {
@@ -134,21 +149,37 @@ bool UcxWorker::await_group_failure_locked(const CommState& comm) {
   return comm.failed;
 }
 
-void UcxWorker::fail_dead_peers_locked(const std::vector<int>& newly_dead) {
+// Note [A dead rank fails every group]
+// A rank that died leaves the job broken (there is no elastic recovery), so its death fails every communicator of
+// every survivor, not only the groups it belonged to: otherwise a survivor waiting in a group without the dead rank
+// would see only the next survivor exit on its error, and name that one. The first rank to see a death (by /proc, a
+// failed copy or a lost connection) fails its own communicators and sends one death notice to every live peer; a
+// peer that receives it fails all of its communicators the same way, naming the dead rank and who saw it, and does
+// not forward it. Calls on a communicator made later (a split included) fail at once, naming it. As with NCCL's
+// abort, this is per process: the survivors are expected to exit.
+void UcxWorker::fail_dead_peers_locked(const std::vector<int>& newly_dead, bool announce) {
   if (newly_dead.empty()) return;
-  auto running = running_;
-  for (auto& op : running) {
-    if (op->finished()) continue;
-    CommState& c = *op->comm();
+  const int dead = newly_dead.front();
+  const std::string why = peers_[size_t(dead)].dead;
+  auto comms = comms_;
+  for (auto& w : comms) {
+    auto c = w.lock();
+    if (!c || c->failed) continue;
+    std::string reason;
     for (int g : newly_dead) {
-      auto it = std::find(c.members.begin(), c.members.end(), g);
-      if (it == c.members.end()) continue;
-      const int r = int(it - c.members.begin());
-      fail_comm_locked(c, ErrorCode::kRemoteError,
-                       str_cat(peer_name(c, r), " died (", peers_[size_t(g)].dead, ") while this call was pending"),
-                       true);
+      auto it = std::find(c->members.begin(), c->members.end(), g);
+      if (it == c->members.end()) continue;
+      reason = str_cat(peer_name(*c, int(it - c->members.begin())), " died (", peers_[size_t(g)].dead, ")");
       break;
     }
+    if (reason.empty()) reason = str_cat(global_peer_name(dead), " died (", why, "); the job lost a member");
+    fail_comm_locked(*c, ErrorCode::kRemoteError, reason, false);
+  }
+  if (!announce) return;
+  for (int g : newly_dead) {
+    const std::string payload = str_cat(kDeathNotice, g, "\n", peers_[size_t(g)].dead);
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && peers_[size_t(p)].dead.empty()) post_abort_locked(p, payload);
   }
 }
 

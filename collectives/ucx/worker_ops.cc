@@ -91,6 +91,11 @@ std::string UcxWorker::peer_name(const CommState& comm, int group_rank) const {
   return os.str();
 }
 
+std::string UcxWorker::global_peer_name(int g) const {
+  const PeerInfo& p = peers_[size_t(g)];
+  return str_cat("global rank ", g, " (pid ", p.pid, " on ", p.host, ")");
+}
+
 void UcxWorker::fail_comm_locked(CommState& comm, ErrorCode code, const std::string& reason, bool notify,
                                  UcxOp* origin) {
   std::string full_reason = reason;

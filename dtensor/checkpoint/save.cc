@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "core/crc32c.h"
 #include "core/error.h"
+#include "core/fault_inject.h"
 #include "core/logging.h"
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/file_io.h"
@@ -28,6 +29,7 @@ struct Job {
   std::string save_id;
   int64_t rank = 0;
   int64_t world = 1;
+  CommunicatorPtr comm;  // the world's: rank 0's commit stops waiting for a rank it knows dead
   uint64_t page_bytes = 0;
   double timeout_s = 300;
   Metadata metadata;
@@ -45,6 +47,7 @@ void write_part(const Job& job) {
     const std::string path = join_path(job.dir, job.file.name);
     File f(path + ".tmp", File::Mode::kCreate);
     f.write_at(job.file.header.data(), job.file.header.size(), 0);
+    fault::point("checkpoint_save");  // Note [Fault injection]: the file is half written
     const uint64_t P = job.page_bytes;
     const uint64_t window = std::max<uint64_t>(1, kWriteWindowBytes / P) * P;
     for (size_t k = 0; k < job.file.entries.size(); ++k) {
@@ -78,8 +81,7 @@ void commit(const Job& job) {
   index.world_size = job.world;
   index.page_bytes = job.page_bytes;
   index.metadata = job.metadata;
-  for (const SavedTensor& t : job.tensors)
-    index.tensors.push_back({t.name, t.dtype, t.shape, t.spec.to_string(), {}});
+  for (const SavedTensor& t : job.tensors) index.tensors.push_back({t.name, t.dtype, t.shape, t.spec.to_string(), {}});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(job.timeout_s);
   for (int64_t r = 0; r < job.world; ++r) {
     const std::string meta_path = join_path(job.dir, rank_meta_name(job.save_id, r));
@@ -88,6 +90,14 @@ void commit(const Job& job) {
     while (!file_exists(meta_path)) {
       if (file_exists(error_path))
         DT_THROW(RemoteError, "checkpoint save to '", job.dir, "': rank ", r, " failed: ", read_whole_file(error_path));
+      if (std::exception_ptr dead = job.comm ? job.comm->health() : nullptr) {
+        try {
+          std::rethrow_exception(dead);
+        } catch (const Error& e) {
+          DT_THROW(RemoteError, "checkpoint save to '", job.dir, "': rank ", r,
+                   " did not write its part, and the group is broken: ", e.what(), "; the checkpoint is incomplete");
+        }
+      }
       if (std::chrono::steady_clock::now() > deadline)
         DT_THROW(TimeoutError, "checkpoint save to '", job.dir, "': rank ", r, " did not write its part within ",
                  job.timeout_s, " s (DT_TIMEOUT_S); the checkpoint is incomplete");
@@ -225,6 +235,7 @@ SaveHandle start_save(const std::string& dir, const TensorList& tensors, const M
   job.dir = dir;
   job.rank = world->rank();
   job.world = world->size();
+  job.comm = world;
   job.page_bytes = options.page_bytes;
   job.timeout_s = config::get_seconds(config::Var::kTimeoutS);
   job.metadata = metadata;

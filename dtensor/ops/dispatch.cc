@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/fault_inject.h"
 #include "core/logging.h"
 #include "placement/planner.h"
 
@@ -259,6 +260,7 @@ std::vector<DTensor> dispatch(const std::string& op, const std::vector<DTensor>&
   std::vector<Tensor> locals;
   for (const DTensor& t : ready) locals.push_back(t.defined() ? t.to_local() : Tensor());
   OpCall call{schema, mesh, chosen, prop.outputs};
+  fault::point("compute");  // Note [Fault injection]
   std::vector<Tensor> results = rule.compute(call, locals);
   DT_ASSERT(results.size() == prop.outputs.size(), "dt::", op, " computed ", results.size(), " outputs, expected ",
             prop.outputs.size());
