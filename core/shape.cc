@@ -24,7 +24,10 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= std::max<int64_t>(shape[i], 1);
+    // Only an empty shape's product can overflow (shape_numel refuses the others); its strides reach no element, so
+    // they stop growing there instead of wrapping (to a negative stride, or UB).
+    int64_t next;
+    if (!__builtin_mul_overflow(s, std::max<int64_t>(shape[i], 1), &next)) s = next;
   }
   return strides;
 }

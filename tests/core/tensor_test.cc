@@ -244,6 +244,9 @@ TEST(Tensor, BadViewsAndSizesAreErrors) {
   EXPECT_THROW(Tensor::empty({int64_t(1) << 33, int64_t(1) << 33, 4}), InvalidArgument);
   EXPECT_THROW(Tensor::empty({int64_t(1) << 62}, DType::f64), InvalidArgument);
   EXPECT_EQ(Tensor::empty({int64_t(1) << 40, 0, int64_t(1) << 40}).numel(), 0);
+  // An empty shape whose other sizes multiply past int64: its contiguous strides must not wrap (to negative ones).
+  Tensor huge_empty = Tensor::empty({3, 3, int64_t(1) << 62, 0});
+  for (int64_t st : huge_empty.strides()) EXPECT_GE(st, 0);
   EXPECT_THROW(Tensor::ones({1}).expand({-5}), InvalidArgument);
   EXPECT_THROW(Tensor::arange(int64_t(1) << 60), Error);  // no memory holds it: a dt::Error, not std::length_error
 

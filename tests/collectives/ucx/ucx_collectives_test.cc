@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "collectives/process_group.h"
+#include "collectives/ucx/op.h"
 #include "collectives/ucx/ucx_communicator.h"
 #include "collectives/ucx/views.h"
 #include "core/error.h"
@@ -413,16 +414,18 @@ TEST(UcxCollectives, ProgressWithoutWaiting) {
   const int64_t count = 300000;  // ring all-reduce: many chunks, reductions on the progress thread
   std::vector<float> in = input<float>(seed, r, count), out(size_t(count), -1.0f);
   WorkPtr w = c.all_reduce(in.data(), out.data(), count, DType::f32, ReduceOp::kSum, Device::cpu());
-  // Nobody waits or polls: the progress threads must finish the call.
+  // Nobody waits or polls: the progress threads must finish the call. done() only reads the flag (is_completed()
+  // would drive progress); the output is read after it, never while the progress thread may write it (a data race).
+  auto* uw = dynamic_cast<ucx::UcxWork*>(w.get());
+  ASSERT_NE(uw, nullptr);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  const volatile float* last = out.data() + count - 1;
-  while (std::chrono::steady_clock::now() < give_up && *last == -1.0f)
+  while (std::chrono::steady_clock::now() < give_up && !uw->done())
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const bool finished_alone = uw->done();
   w->wait();
   ucx_test::count_bad<float>(label("all_reduce without waiting", DType::f32, count), out.data(), count,
                              [&](int64_t i) { return ucx_test::reduce_ref<float>(seed, n, i, ReduceOp::kSum); });
-  EXPECT_NE(*last, -1.0f) << "the call made no progress while nobody waited";
+  EXPECT_TRUE(finished_alone) << "the call made no progress while nobody waited";
 }
 
 TEST(UcxCollectives, TensorApi) {
