@@ -147,6 +147,8 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   void advance_dirty_locked(Clock::time_point now);
   void check_health_locked(Clock::time_point now);
   void check_peers_locked();
+  // Progresses UCX and handles the abort messages that arrived, before a death of this rank's own finding is named.
+  void take_news_locked();
   // A stalled op whose awaited peer sent a message of the same call number with another kind or digest (Note
   // [Mismatched calls] in tag.h): fails it naming that peer. Whether it did.
   bool find_mismatch_locked(UcxOp& op);

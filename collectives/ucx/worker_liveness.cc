@@ -96,7 +96,14 @@ bool UcxWorker::find_mismatch_locked(UcxOp& op) {
   return false;
 }
 
+void UcxWorker::take_news_locked() {
+  for (int i = 0; i < 64 && ucp_worker_progress(worker_) != 0; ++i) {
+  }
+  if (abort_recv_->done) poll_abort_locked();
+}
+
 void UcxWorker::check_peers_locked() {
+  take_news_locked();  // Note [A dead rank fails every group]: a death notice already here names the first death
   std::vector<int> newly_dead;
   for (int g = 0; g < size_; ++g) {
     PeerInfo& p = peers_[size_t(g)];
@@ -114,6 +121,7 @@ void UcxWorker::check_peers_locked() {
 
 bool UcxWorker::handle_cma_failures_locked() {
   if (!cma_peer_failure_pending()) return false;
+  take_news_locked();  // the peer may have exited on a death it was told of: that death is the news
   std::vector<int> newly_dead;
   for (pid_t pid : take_cma_peer_failures())
     for (int g = 0; g < size_; ++g) {
