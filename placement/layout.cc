@@ -8,7 +8,9 @@ std::ostream& operator<<(std::ostream& os, const IndexRange& r) { return os << "
 
 IndexRange chunk_range(int64_t n, int64_t k, int64_t i) {
   const int64_t c = ceil_div(n, k);
-  return IndexRange{std::min(i * c, n), std::min((i + 1) * c, n)};
+  // min(j * c, n) without forming j * c when it would pass n (and perhaps overflow, for n near INT64_MAX).
+  auto at = [&](int64_t j) { return c == 0 || j > n / c ? n : j * c; };
+  return IndexRange{at(i), at(i + 1)};
 }
 
 namespace {

@@ -27,7 +27,8 @@ MeshShape::MeshShape(std::vector<int64_t> sizes, std::vector<std::string> names,
   for (size_t i = 0; i < sizes_.size(); ++i) {
     DT_CHECK_ARG(sizes_[i] > 0, "mesh dim ", i, " has size ", sizes_[i], ": mesh sizes must be positive (sizes ",
                  shape_str(sizes_), ")");
-    DT_CHECK_ARG(n <= (int64_t{1} << 40) / sizes_[i], "mesh sizes ", shape_str(sizes_), " are too large");
+    DT_CHECK_ARG(n <= kMaxRanks / sizes_[i], "mesh sizes ", shape_str(sizes_), " have more than ", kMaxRanks,
+                 " ranks (the most a mesh supports)");
     n *= sizes_[i];
   }
   if (!names_.empty()) {

@@ -21,8 +21,12 @@ namespace dt {
 
 class MeshShape {
  public:
-  // Validates: at least one dim, every size positive, names empty or one distinct non-empty name per dim, ranks
-  // empty (meaning 0..n-1) or n distinct non-negative ranks. Throws InvalidArgument naming the bad value.
+  // At most this many ranks (2^24): the rank list is held in full, so the limit keeps it to 128 MiB.
+  static constexpr int64_t kMaxRanks = int64_t{1} << 24;
+
+  // Validates: at least one dim, every size positive, at most kMaxRanks ranks, names empty or one distinct non-empty
+  // name per dim, ranks empty (meaning 0..n-1) or n distinct non-negative ranks. Throws InvalidArgument naming the bad
+  // value.
   explicit MeshShape(std::vector<int64_t> sizes, std::vector<std::string> names = {}, std::vector<int64_t> ranks = {});
 
   int64_t ndim() const { return static_cast<int64_t>(sizes_.size()); }

@@ -189,6 +189,10 @@ Shape coord0_shape(const std::string& s, const Shape& global, const std::vector<
 void check_plan_args(const MeshShape& mesh, const Shape& global, size_t elem_size, const ShardingSpec& src,
                      const ShardingSpec& dst) {
   DT_CHECK_ARG(elem_size > 0, "element size must be positive, got ", elem_size);
+  int64_t bytes = 0;
+  DT_CHECK_ARG(!__builtin_mul_overflow(shape_numel(global), static_cast<int64_t>(elem_size), &bytes),
+               "a tensor of shape ", shape_str(global), " with ", elem_size,
+               "-byte elements has more bytes than an int64 can count");
   check_layout_args(global, mesh, src);
   check_layout_args(global, mesh, dst);
 }

@@ -1,4 +1,4 @@
-// Small text helpers for the placement parsers (internal to placement/).
+// Small text helpers for the placement parsers (placement/, and dtplan's parsing of sizes in tools/dtplan_parse.h).
 #pragma once
 
 #include <cctype>

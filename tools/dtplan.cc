@@ -17,6 +17,7 @@
 #include "placement/planner.h"
 #include "placement/sharding_spec.h"
 #include "tools/args.h"
+#include "tools/dtplan_parse.h"
 
 namespace {
 
@@ -51,37 +52,6 @@ the mesh) or an unsupported redistribution (Shard -> Partial, mixed Partial ops)
 )";
 
 using dt::tools::UsageError;
-
-std::vector<std::string> split_list(std::string_view text) {
-  std::vector<std::string> out;
-  if (!text.empty() && text.front() == '[' && text.back() == ']') text = text.substr(1, text.size() - 2);
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t pos = text.find(',', start);
-    std::string item(text.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
-    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
-    while (!item.empty() && item.back() == ' ') item.pop_back();
-    out.push_back(item);
-    if (pos == std::string_view::npos) break;
-    start = pos + 1;
-  }
-  if (out.size() == 1 && out[0].empty()) out.clear();
-  return out;
-}
-
-std::vector<int64_t> parse_sizes(std::string_view text, const char* option) {
-  std::vector<int64_t> out;
-  for (const std::string& item : split_list(text)) {
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0') {
-      throw UsageError{
-          dt::str_cat(option, " expects comma-separated integers, got '", text, "' (bad entry '", item, "')")};
-    }
-    out.push_back(v);
-  }
-  return out;
-}
 
 std::string json_escape(std::string_view s) {
   std::string out;
@@ -148,22 +118,6 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
-dt::ShardingSpec parse_spec(const std::string& text, const char* option, const dt::MeshShape& mesh,
-                            const dt::Shape& shape) {
-  dt::ShardingSpec spec;
-  try {
-    spec = dt::ShardingSpec::parse(text, static_cast<int64_t>(shape.size()));
-  } catch (const dt::InvalidArgument& e) {
-    throw UsageError{dt::str_cat(option, " '", text, "': ", e.what())};
-  }
-  if (spec.mesh_ndim() != mesh.ndim()) {
-    throw UsageError{dt::str_cat(option, " '", text, "' has ", spec.mesh_ndim(), " placement",
-                                 spec.mesh_ndim() == 1 ? "" : "s", " but the mesh ", mesh.to_string(), " has ",
-                                 mesh.ndim(), " dim", mesh.ndim() == 1 ? "" : "s", " (one placement per mesh dim)")};
-  }
-  return spec;
-}
-
 struct RankRow {
   int64_t rank;
   std::vector<int64_t> coord;
@@ -205,31 +159,14 @@ void print_rows(const std::vector<RankRow>& rows) {
 
 int run(int argc, char** argv) {
   const Options o = parse_args(argc, argv);
-  const dt::Shape shape = parse_sizes(*o.shape, "--shape");
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] < 0)
-      throw UsageError{dt::str_cat("--shape ", dt::shape_str(shape), " has a negative size in dim ", d)};
-  }
-  const std::vector<int64_t> sizes = parse_sizes(*o.mesh, "--mesh");
-  std::vector<std::string> names = o.names ? split_list(*o.names) : std::vector<std::string>{};
-  std::optional<dt::MeshShape> mesh_opt;
-  try {
-    mesh_opt.emplace(sizes, names);
-  } catch (const dt::InvalidArgument& e) {
-    throw UsageError{
-        dt::str_cat("--mesh '", *o.mesh, "'", o.names ? " --names '" + *o.names + "'" : "", ": ", e.what())};
-  }
-  const dt::MeshShape& mesh = *mesh_opt;
-  dt::DType dtype = dt::DType::f32;
-  try {
-    dtype = dt::dtype_from_name(o.dtype);
-  } catch (const dt::InvalidArgument& e) {
-    throw UsageError{dt::str_cat("--dtype: ", e.what())};
-  }
+  dt::tools::dtplan::Texts texts{*o.shape, *o.mesh, o.names, *o.from, o.to, o.dtype};
+  const dt::tools::dtplan::Request req = dt::tools::dtplan::parse_request(texts);
+  const dt::Shape& shape = req.shape;
+  const dt::MeshShape& mesh = req.mesh;
+  const dt::DType dtype = req.dtype;
   const size_t elem = dt::dtype_size(dtype);
-  const dt::ShardingSpec src = parse_spec(*o.from, "--from", mesh, shape);
-  std::optional<dt::ShardingSpec> dst;
-  if (o.to) dst = parse_spec(*o.to, "--to", mesh, shape);
+  const dt::ShardingSpec& src = req.from;
+  const std::optional<dt::ShardingSpec>& dst = req.to;
 
   const std::vector<RankRow> rows = rank_rows(mesh, shape, src, elem);
   std::optional<dt::Plan> plan;

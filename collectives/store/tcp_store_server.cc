@@ -1,10 +1,12 @@
 // The TCP store server: one Boost.Asio thread, every operation asynchronous. All state below is touched only on that
 // thread (stats are atomics), so there are no locks.
 #include <fcntl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
 #include <boost/asio.hpp>
+#include <cerrno>
 #include <list>
 #include <thread>
 #include <unordered_map>
@@ -101,6 +103,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void close(const std::string& rejection);
   void send(std::string frame);
   void set_waiter(std::shared_ptr<Waiter> w) { waiter_ = std::move(w); }
+  // While a get()/wait() is parked: closes the connection as soon as the client leaves (Note [parked sessions]).
+  void watch_while_parked();
   void clear_waiter() { waiter_.reset(); }
   const std::string& peer() const { return peer_; }
 
@@ -224,6 +228,29 @@ void Session::send(std::string frame) {
   });
 }
 
+// Note [parked sessions]
+// A get() or wait() whose keys are missing parks the session until they appear or its timeout (chosen by the client,
+// up to 30 days) expires, and the session reads nothing meanwhile. Without a watch, a client that died or gave up
+// while parked would hold its socket and session on the server until that timeout. So a parked session waits for its
+// socket to become readable: at EOF or an error the client is gone and the session closes; data means a new request
+// before the reply to the pending one, which no client of this protocol sends (its calls are serialized on the
+// connection), so the connection is rejected. The wait consumes nothing; once the waiter has finished, a late wake-up
+// is ignored (the session is reading frames again).
+void Session::watch_while_parked() {
+  auto self = shared_from_this();
+  std::weak_ptr<Waiter> parked = waiter_;
+  socket_.async_wait(tcp::socket::wait_read, [self, parked](const boost::system::error_code& ec) {
+    auto w = parked.lock();
+    if (self->closed_ || !w || w->done || self->waiter_ != w) return;
+    if (ec) return self->close(is_disconnect(ec) ? "" : str_cat("wait failed (", ec.message(), ")"));
+    uint8_t probe = 0;
+    const ssize_t n = ::recv(self->socket_.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return self->watch_while_parked();
+    if (n <= 0) return self->close("");
+    self->close("sent a request while its get/wait was still pending");
+  });
+}
+
 void Session::reply_error(ErrorCode code, const std::string& message) {
   // The client's own error adds its rank: drop this process's.
   std::string msg = message;
@@ -307,6 +334,7 @@ void Session::handle_request() {
       auto w = std::make_shared<Waiter>(srv.io_, shared_from_this(), std::move(keys), is_get);
       waiter_ = w;
       srv.park(w);
+      watch_while_parked();
       w->timer.expires_after(std::chrono::milliseconds(clamp_wait_ms(timeout_ms)));
       TcpStoreServer::Impl* srvp = &srv;
       w->timer.async_wait([srvp, w](const boost::system::error_code& ec) {

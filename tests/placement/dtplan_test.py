@@ -98,6 +98,13 @@ bad = [
     (["--shape", "7,5", "--mesh", "2,3", "--from", "S(0),R", "--dtype", "f7"], "f7"),
     (["--shape", "7,5", "--mesh", "2,3"], "--from"),
     (["--shape", "7,5", "--mesh", "2,3", "--from", "S(0),R", "--bogus"], "--bogus"),
+    # Found by the placement_parsers fuzz target: a mesh of 2^40 ranks was accepted and its rank list (8 TiB) allocated.
+    (["--shape", "7", "--mesh", "1099511627776", "--from", "R"], "16777216"),
+    (["--shape", "7", "--mesh", "4096,4097", "--from", "R,R"], "16777216"),
+    # Found by the same target: sizes past int64 were clamped to INT64_MAX by strtoll and accepted.
+    (["--shape", "99999999999999999999", "--mesh", "2", "--from", "R"], "'99999999999999999999'"),
+    # A shape whose bytes overflow int64.
+    (["--shape", "4611686018427387904", "--mesh", "2", "--from", "S(0)"], "more bytes than an int64"),
 ]
 for args, needle in bad:
     rc, out, err = run(*args)

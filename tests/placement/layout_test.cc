@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -198,6 +199,26 @@ TEST(Layout, ChunkRuleMatchesTorchChunk) {
       }
     }
   }
+}
+
+TEST(Layout, ChunkRuleNearInt64Max) {
+  // Found by the placement_parsers fuzz target (dtplan on a dim of INT64_MAX elements): (i + 1) * chunk overflowed.
+  // The reference is exact 128-bit arithmetic of the torch.chunk rule.
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (int64_t n : {kMax, kMax - 1, kMax - 2, kMax / 2 + 1, (int64_t{1} << 62) + 3}) {
+    for (int64_t k : {int64_t{2}, int64_t{3}, int64_t{7}, int64_t{1} << 20, kMax}) {
+      const __int128 c = (static_cast<__int128>(n) + k - 1) / k;
+      for (int64_t i : {int64_t{0}, int64_t{1}, k / 2, k - 2, k - 1}) {
+        if (i < 0) continue;
+        const IndexRange r = chunk_range(n, k, i);
+        EXPECT_EQ(r.begin, static_cast<int64_t>(std::min<__int128>(i * c, n))) << n << "/" << k << " #" << i;
+        EXPECT_EQ(r.end, static_cast<int64_t>(std::min<__int128>((i + 1) * c, n))) << n << "/" << k << " #" << i;
+      }
+    }
+  }
+  EXPECT_EQ(ceil_div(kMax, 2), int64_t{1} << 62);
+  EXPECT_EQ(ceil_div(kMax, 1), kMax);
+  EXPECT_EQ(ceil_div(0, 5), 0);
 }
 
 TEST(Layout, OneDimMeshEqualsTorchChunk) {

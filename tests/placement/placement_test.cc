@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/shape.h"
 #include "placement/mesh_shape.h"
 #include "placement/sharding_spec.h"
 
@@ -130,6 +131,20 @@ TEST(MeshShape, CoordinatesAreRowMajor) {
   EXPECT_EQ(mesh.ranks_along(2, {1, 2, 0}), (std::vector<int64_t>{20, 21, 22, 23}));
   EXPECT_EQ(mesh.ranks_along(1, {1, 2, 3}), (std::vector<int64_t>{15, 19, 23}));
   EXPECT_EQ(mesh.ranks_along(0, {0, 1, 1}), (std::vector<int64_t>{5, 17}));
+}
+
+TEST(MeshShape, RefusesMoreRanksThanItCanList) {
+  // Found by the placement_parsers fuzz target: 2^40 ranks passed the check and the rank list (8 TiB) was allocated.
+  EXPECT_EQ(MeshShape({4096, 4096}).numel(), MeshShape::kMaxRanks);
+  for (const std::vector<int64_t>& sizes :
+       {std::vector<int64_t>{int64_t{1} << 40}, {4096, 4097}, {2, int64_t{1} << 23, 2}, {INT64_MAX, INT64_MAX}}) {
+    try {
+      MeshShape mesh(sizes);
+      ADD_FAILURE() << "accepted mesh sizes " << shape_str(sizes);
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("16777216"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(MeshShape, CustomRanksSubMeshAndFlatten) {

@@ -266,6 +266,49 @@ TEST_F(StoreSecurityTest, LegitClientsAfterEveryAttackAtOnce) {
   EXPECT_EQ(s.get("c/sum"), "15");
 }
 
+// A get() parked on a missing key with a long timeout (Note [parked sessions]): a client that leaves, or sends another
+// request before the reply, is closed at once instead of holding its session until the timeout. Found by the
+// store_server fuzz target (sessions accumulated until the process ran out of descriptors).
+TEST_F(StoreSecurityTest, ParkedClientThatLeavesIsClosedAtOnce) {
+  const std::string parked_get = sp::Writer().u8(static_cast<uint8_t>(sp::Op::kGet)).str("never").u64(3600000).frame();
+  {
+    RawConn c(port_);
+    ASSERT_TRUE(c.authenticate(kSecret));
+    c.send_all(parked_get);
+    ::shutdown(c.fd(), SHUT_WR);  // the client is gone; the key never appears
+    EXPECT_TRUE(c.closed_by_peer(5000));
+  }
+  const int64_t rejected = server_->stats().rejected;
+  {
+    RawConn c(port_);
+    ASSERT_TRUE(c.authenticate(kSecret));
+    c.send_all(parked_get);
+    expect_legit_client_works("while-parked");  // orders the park before the next request
+    c.send_all(sp::Writer().u8(static_cast<uint8_t>(sp::Op::kSet)).str("k").str("v").frame());
+    EXPECT_TRUE(c.closed_by_peer(5000));
+  }
+  EXPECT_EQ(server_->stats().rejected, rejected + 1);
+  // A parked get that is answered still works, and so does the request after it on the same connection.
+  RawConn c(port_);
+  ASSERT_TRUE(c.authenticate(kSecret));
+  c.send_all(sp::Writer().u8(static_cast<uint8_t>(sp::Op::kGet)).str("soon").u64(3600000).frame());
+  TcpStore(client_options()).set("soon", "here");
+  uint8_t header[4];
+  ASSERT_TRUE(c.recv_exact(header, 4));
+  std::string body(sp::load_u32(header), '\0');
+  ASSERT_TRUE(c.recv_exact(body.data(), body.size()));
+  sp::Reader r(reinterpret_cast<const uint8_t*>(body.data()), body.size());
+  uint8_t status = 255;
+  std::string value;
+  ASSERT_TRUE(r.u8(&status) && r.str(&value));
+  EXPECT_EQ(status, static_cast<uint8_t>(sp::Status::kOk));
+  EXPECT_EQ(value, "here");
+  c.send_all(sp::Writer().u8(static_cast<uint8_t>(sp::Op::kDelete)).str("soon").frame());
+  ASSERT_TRUE(c.recv_exact(header, 4));
+  EXPECT_EQ(sp::load_u32(header), 2u);  // ok, existed
+  expect_legit_client_works("after-parked");
+}
+
 // --- the client side: impostor servers ---------------------------------------------------------------------------
 
 // Accepts one connection on a loopback port and runs `behave` on it.

@@ -7,8 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -35,13 +37,41 @@ inline int free_port() {
 // A blocking loopback socket for speaking raw bytes to the server.
 class RawConn {
  public:
-  explicit RawConn(int port) {
+  // `source`: the local IPv4 address to connect from (host order; any loopback address 127.x.y.z works), or
+  // INADDR_ANY for the kernel's choice. Many connections a second from varied sources do not run the ephemeral ports
+  // into 4-tuples still in TIME_WAIT. Every call retries on EINTR (the fuzz target runs under libFuzzer's SIGALRM).
+  explicit RawConn(int port, uint32_t source = INADDR_ANY) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (source != INADDR_ANY) {
+      sockaddr_in local{};
+      local.sin_family = AF_INET;
+      local.sin_addr.s_addr = htonl(source);
+      if (::bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0) {
+        ::close(fd_);
+        throw std::runtime_error("bind to the source address failed");
+      }
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     a.sin_port = htons(static_cast<uint16_t>(port));
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) throw std::runtime_error("connect failed");
+    int rc = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+    if (rc != 0 && errno == EINTR) {
+      // Interrupted (libFuzzer's SIGALRM, say): the connection goes on; wait for its outcome.
+      pollfd pf{fd_, POLLOUT, 0};
+      while ((rc = ::poll(&pf, 1, 5000)) < 0 && errno == EINTR) {
+      }
+      int err = rc > 0 ? 0 : ETIMEDOUT;
+      socklen_t len = sizeof(err);
+      if (rc > 0) ::getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);
+      errno = err;
+      rc = err == 0 ? 0 : -1;
+    }
+    if (rc != 0) {
+      const int err = errno;
+      ::close(fd_);
+      throw std::runtime_error(std::string("connect failed: ") + std::strerror(err));
+    }
   }
   ~RawConn() {
     if (fd_ >= 0) ::close(fd_);
@@ -53,6 +83,7 @@ class RawConn {
     auto* p = static_cast<const char*>(data);
     while (n > 0) {
       ssize_t k = ::send(fd_, p, n, MSG_NOSIGNAL);
+      if (k < 0 && errno == EINTR) continue;
       if (k <= 0) return false;
       p += k;
       n -= static_cast<size_t>(k);
@@ -70,8 +101,11 @@ class RawConn {
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
       if (left <= 0) return false;
       pollfd pf{fd_, POLLIN, 0};
-      if (::poll(&pf, 1, left) <= 0) return false;
+      const int ready = ::poll(&pf, 1, left);
+      if (ready < 0 && errno == EINTR) continue;  // a signal (libFuzzer's SIGALRM) is not a failure
+      if (ready <= 0) return false;
       ssize_t k = ::recv(fd_, p, n, 0);
+      if (k < 0 && errno == EINTR) continue;
       if (k <= 0) return false;
       p += k;
       n -= static_cast<size_t>(k);
@@ -88,8 +122,11 @@ class RawConn {
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
       if (left <= 0) return false;
       pollfd pf{fd_, POLLIN, 0};
-      if (::poll(&pf, 1, left) <= 0) return false;
+      const int ready = ::poll(&pf, 1, left);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) return false;
       ssize_t k = ::recv(fd_, buf, sizeof(buf), 0);
+      if (k < 0 && errno == EINTR) continue;
       if (k <= 0) return true;
     }
   }
