@@ -152,26 +152,47 @@ def calibrate(args, work):
     return save, counts
 
 
+def run_trial(args, kind, i, spec, save, async_save, limits):
+    """Runs a trial's job; returns (res, lines, t_fault). res["kind"] is "not fired" when the run ended before the
+    fault's pass (the point's bound is lowered for the next draw)."""
+    bound = args.timeout + 10
+    rc, lines, _ = run_job(args, save, {"DT_FAULT_INJECT": spec}, async_save, bound + 5, bound + 60)
+    t_fault = fault_time(lines)
+    res = {"trial": i, "kind": kind, "spec": spec, "async": async_save, "rc": rc, "problems": []}
+    if t_fault is None:
+        if rc == 0:
+            _, point, n, _ = spec.split(":")
+            limits[point] = max(1, int(n) - 1)
+            res["kind"] = "not fired"
+            return res, lines, t_fault
+        res["problems"].append(f"the job failed (rc {rc}) without the fault")
+    if rc is None:
+        res["problems"].append("hang: dtrun did not finish")
+        res["hang"] = True
+    return res, lines, t_fault
+
+
+def check_leftovers(res, save):
+    left = leftover_ranks(save)
+    if left:
+        res["problems"].append(f"processes left behind: {left}")
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def check_death(args, rng, ref_dir, ref_cache, work, i, limits):
     action, point = DEATH_ACTIONS[i % 4], DEATH_POINTS[(i // 4) % 5]
     victim = rng.randrange(NPROC)
     n = rng.randint(1, max(1, limits[point]))
     async_save = rng.random() < 0.5
     save = os.path.join(work, f"t{i}")
-    spec = f"{victim}:{point}:{n}:{action}"
     bound = args.timeout + 10
-    rc, lines, elapsed = run_job(args, save, {"DT_FAULT_INJECT": spec}, async_save, bound + 5, bound + 60)
-    t_fault = fault_time(lines)
-    res = {"trial": i, "kind": "death", "spec": spec, "async": async_save, "rc": rc, "problems": []}
-    if t_fault is None:
-        if rc == 0:  # the run ended before pass n: draw lower next time
-            limits[point] = max(1, n - 1)
-            res["kind"] = "not fired"
-            return res
-        res["problems"].append(f"the job failed (rc {rc}) without the fault")
-    if rc is None:
-        res["problems"].append("hang: dtrun did not finish")
-        res["hang"] = True
+    res, lines, t_fault = run_trial(args, "death", i, f"{victim}:{point}:{n}:{action}", save, async_save, limits)
+    if res["kind"] == "not fired":
+        return res
     errors = rank_errors(lines)
     slowest = 0.0
     for r in range(NPROC):
@@ -201,14 +222,7 @@ def check_death(args, rng, ref_dir, ref_cache, work, i, limits):
             res["problems"].append(f"dtrun did not report rank {victim} as the first failure: {first}")
     if any("still running" in l for _, l in lines):
         res["problems"].append("dtrun had to stop a survivor")
-    left = leftover_ranks(save)
-    if left:
-        res["problems"].append(f"processes left behind: {left}")
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+    check_leftovers(res, save)
     newest = newest_complete(save)
     res["checkpoint"] = newest
     if newest is not None:
@@ -227,20 +241,10 @@ def check_hang(args, rng, work, i, limits):
     victim = rng.randrange(NPROC)
     n = rng.randint(1, max(1, limits[point]))
     save = os.path.join(work, f"h{i}")
-    spec = f"{victim}:{point}:{n}:{action}"
     bound = args.timeout + 10
-    rc, lines, elapsed = run_job(args, save, {"DT_FAULT_INJECT": spec}, False, bound + 5, bound + 60)
-    t_fault = fault_time(lines)
-    res = {"trial": i, "kind": "hang", "spec": spec, "rc": rc, "problems": []}
-    if t_fault is None:
-        if rc == 0:
-            limits[point] = max(1, n - 1)
-            res["kind"] = "not fired"
-            return res
-        res["problems"].append(f"the job failed (rc {rc}) without the fault")
-    if rc is None:
-        res["problems"].append("hang: dtrun did not finish")
-        res["hang"] = True
+    res, lines, t_fault = run_trial(args, "hang", i, f"{victim}:{point}:{n}:{action}", save, False, limits)
+    if res["kind"] == "not fired":
+        return res
     errors = rank_errors(lines)
     if not errors:
         res["problems"].append("no rank reported an error")
@@ -261,14 +265,7 @@ def check_hang(args, rng, work, i, limits):
     if errors and slowest > bound:
         res["problems"].append(f"an error came {slowest:.1f} s after the fault (> {bound} s)")
     res["detect_s"] = round(slowest, 3)
-    left = leftover_ranks(save)
-    if left:
-        res["problems"].append(f"processes left behind: {left}")
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+    check_leftovers(res, save)
     shutil.rmtree(save, ignore_errors=True)
     return res
 
