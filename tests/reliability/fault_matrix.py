@@ -257,8 +257,10 @@ def check_hang(args, rng, work, i, limits):
         if "last calls on this rank:" not in msg:
             res["problems"].append(f"rank {r}'s error does not quote the flight recorder: {msg[:300]}")
         who = rf"(global rank {victim}\b|\brank {victim} \(pid)"
-        # Waiting for the victim at a call number, or (a skipping victim that failed on its data and exited) its death.
-        if re.search(rf"#\d+ [a-z_]+\(.*(still waiting for: .*?{who}|{who}[^;]* died)", msg):
+        # Waiting for the victim at a call number, or (a skipping victim that failed on its data and exited) its death,
+        # or (a skipping victim, one call ahead, timed out first and told its group) its report of its own later call,
+        # beside this rank's record of the earlier call still pending.
+        if re.search(rf"#\d+ [a-z_]+\(.*(still waiting for: .*?{who}|{who}[^;]* died|{who}[^;:]* reported: #\d+)", msg):
             missing = True
     if not missing:
         res["problems"].append(f"no error names rank {victim} as missing at a call number")
