@@ -263,7 +263,8 @@ def check_hang(args, rng, work, i, limits):
         if re.search(rf"#\d+ [a-z_]+\(.*(still waiting for: .*?{who}|{who}[^;]* died|{who}[^;:]* reported: #\d+)", msg):
             missing = True
     if not missing:
-        res["problems"].append(f"no error names rank {victim} as missing at a call number")
+        res["problems"].append(f"no error names rank {victim} as missing at a call number: " +
+                               " | ".join(f"r{r}: {m[:240]}" for r, (_, m) in sorted(errors.items())))
     if errors and slowest > bound:
         res["problems"].append(f"an error came {slowest:.1f} s after the fault (> {bound} s)")
     res["detect_s"] = round(slowest, 3)
