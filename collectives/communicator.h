@@ -77,7 +77,7 @@ struct CollectiveArgs {
   int root = 0;                                                             // broadcast root
   int peer = -1;                                                            // send / recv
   std::vector<int64_t> send_counts, send_displs, recv_counts, recv_displs;  // all_to_allv
-  Stream stream{};  // CUDA backends: the stream the caller's buffers are ordered on (nullptr: the default stream)
+  Stream stream{};  // CUDA backends: the stream the caller's buffers are ordered on (null: the current stream)
   // Strided views (all_gather_views: one send view, one recv view per rank; all_to_all_views: one of each per rank).
   // When present they replace send/recv; count is the elements this rank sends (all_gather: its one block), and
   // send_counts / recv_counts hold the views' element counts.

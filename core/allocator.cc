@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/shape.h"
+#include "core/stream.h"
 
 #if defined(DT_WITH_CUDA)
 #include <cuda_runtime_api.h>
@@ -74,10 +75,12 @@ void* host_alloc(size_t sz) {
 // Note [Stream-safe frees]
 // A device block may still be in use by work queued on some stream when its tensor is freed on the host: a
 // collective running on NCCL's internal stream, a kernel on a user's stream. Reusing it at once would let the next
-// owner's work overwrite it (or it overwrite the next owner's data). The legacy default stream, on which tensors are
-// made and copied, needs nothing: reuse on it is ordered after the earlier work anyway. For any other stream the user
-// of the block calls record_stream(ptr, stream) (the NCCL backend does for every buffer of a call); when such a
-// block is freed, the pool records an event on each of those streams and hands the block out again only once all
+// owner's work overwrite it (or it overwrite the next owner's data). The current stream, on which tensors are made
+// and copied, needs nothing: reuse on it is ordered after the earlier work anyway, also when a thread changes its
+// current stream (Note [Current streams] in core/stream.h). Two threads with different current streams on one device
+// are two streams: a block one frees and the other reuses is unordered unless it was recorded. For any other stream
+// the user of the block calls record_stream(ptr, stream) (the NCCL backend does for every buffer of a call); when
+// such a block is freed, the pool records an event on each of those streams and hands the block out again only once all
 // of them fired (checked without blocking at each allocation; empty_cache() and an out-of-memory retry wait for
 // them). So the host never waits for the device to free memory, and FSDP's overlap of collectives with compute
 // stays correct on CUDA.
@@ -158,6 +161,7 @@ class CachingAllocator : public Allocator {
     if (it == live_.begin()) return;
     --it;
     if (addr >= it->first + it->second.size) return;
+    stream = resolve_stream(stream, device_);
     std::vector<Stream>& streams = it->second.streams;
     for (const Stream& st : streams)
       if (st.handle == stream.handle) return;

@@ -27,7 +27,7 @@ struct Device {
 std::ostream& operator<<(std::ostream& os, const Device& d);
 
 struct Stream {
-  void* handle = nullptr;  // cudaStream_t; nullptr = the default stream
+  void* handle = nullptr;  // cudaStream_t; nullptr: the thread's current stream (Note [Current streams], stream.h)
 };
 
 // Number of usable CUDA devices: 0 when built without CUDA or when no driver/GPU is present (never throws).

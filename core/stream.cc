@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/logging.h"
 
 #if defined(DT_WITH_CUDA)
 #include "core/cuda_check.h"
@@ -54,6 +55,41 @@ EventPool& event_pool(const Device& device) {
 }  // namespace
 #endif
 
+namespace {
+
+// Note [Current streams]: the calling thread's choice per CUDA device index (null: the legacy default stream).
+thread_local std::vector<void*> t_current_streams;
+
+}  // namespace
+
+Stream current_stream(const Device& device) {
+  if (device.is_cpu() || device.index < 0 || size_t(device.index) >= t_current_streams.size()) return Stream{};
+  return Stream{t_current_streams[size_t(device.index)]};
+}
+
+void set_current_stream(const Device& device, Stream stream) {
+  if (device.is_cpu()) {
+    DT_CHECK_ARG(stream.handle == nullptr, "set_current_stream: ", device, " has no streams, got stream ",
+                 stream.handle);
+    return;
+  }
+  check_device_usable(device);
+  const Stream previous = current_stream(device);
+  if (previous.handle == stream.handle) return;
+  const Event done = Event::record(device, previous);
+  if (t_current_streams.size() <= size_t(device.index)) t_current_streams.resize(size_t(device.index) + 1, nullptr);
+  t_current_streams[size_t(device.index)] = stream.handle;
+  done.block(stream);
+}
+
+StreamGuard::~StreamGuard() {
+  try {
+    set_current_stream(device_, previous_);
+  } catch (const std::exception& e) {  // a destructor must not throw; the device failed since the guard was made
+    DT_LOG_WARN("StreamGuard: restoring the current stream of ", device_, ": ", e.what());
+  }
+}
+
 Stream create_stream(const Device& device) {
   if (device.is_cpu()) return Stream{};
 #if defined(DT_WITH_CUDA)
@@ -84,7 +120,7 @@ Event Event::record(const Device& device, Stream stream) {
   DeviceGuard guard(device);
   EventPool& pool = event_pool(device);
   cudaEvent_t e = pool.acquire();
-  const cudaError_t r = cudaEventRecord(e, static_cast<cudaStream_t>(stream.handle));
+  const cudaError_t r = cudaEventRecord(e, static_cast<cudaStream_t>(resolve_stream(stream, device).handle));
   if (r != cudaSuccess) {
     pool.release(e);
     throw_cuda_error(r, str_cat("Event::record on ", device));
@@ -102,7 +138,8 @@ void Event::block(Stream stream) const {
   if (empty()) return;
 #if defined(DT_WITH_CUDA)
   DeviceGuard guard(device_);
-  DT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle), static_cast<cudaEvent_t>(handle()), 0),
+  DT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(resolve_stream(stream, device_).handle),
+                                    static_cast<cudaEvent_t>(handle()), 0),
                 "Event::block on ", device_);
 #else
   (void)stream;

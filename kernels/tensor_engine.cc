@@ -4,6 +4,7 @@
 #include "core/device.h"
 #include "core/device_ops.h"
 #include "core/error.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "kernels/copy.h"
 #include "kernels/fill.h"
@@ -32,8 +33,9 @@ void same_device_copy(const Tensor& dst, const Tensor& src, Stream stream) {
 void cross_device_copy(const Tensor& dst, const Tensor& src, Stream stream) {
 #if defined(DT_WITH_CUDA)
   const Device dd = dst.device(), sd = src.device();
-  // Between two GPUs `stream` belongs to the destination; the source side packs on its default stream.
-  const Stream src_stream = sd.is_cuda() && dd.is_cuda() ? Stream{} : stream;
+  // Between two GPUs `stream` belongs to the destination; the source side packs on its current stream.
+  const Device gpu = dd.is_cuda() ? dd : sd;  // the device `stream` belongs to
+  const Stream src_stream = sd.is_cuda() && dd.is_cuda() ? current_stream(sd) : resolve_stream(stream, gpu);
   Tensor packed = src;
   if (!src.is_contiguous() || src.dtype() != dst.dtype()) {
     packed = Tensor::empty(dst.shape(), dst.dtype(), sd);
@@ -41,12 +43,12 @@ void cross_device_copy(const Tensor& dst, const Tensor& src, Stream stream) {
   }
   Tensor landing = dst.is_contiguous() ? dst : Tensor::empty(dst.shape(), dst.dtype(), dd);
   const size_t nbytes = dst.nbytes();
-  const auto cs = static_cast<cudaStream_t>(stream.handle);
-  const Device gpu = dd.is_cuda() ? dd : sd;  // the device `stream` belongs to
+  const auto cs = static_cast<cudaStream_t>(resolve_stream(stream, gpu).handle);
   if (sd.is_cuda() && dd.is_cuda()) {
     {
       DeviceGuard guard(sd);
-      DT_CUDA_CHECK(cudaStreamSynchronize(nullptr), "Tensor::copy_ (packing on the source GPU)");
+      DT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(src_stream.handle)),
+                    "Tensor::copy_ (packing on the source GPU)");
     }
     DeviceGuard guard(dd);
     DT_CUDA_CHECK(cudaMemcpyPeerAsync(landing.data_ptr(), dd.index, packed.data_ptr(), sd.index, nbytes, cs),
@@ -62,7 +64,7 @@ void cross_device_copy(const Tensor& dst, const Tensor& src, Stream stream) {
       DeviceGuard guard(gpu);
       DT_CUDA_CHECK(cudaStreamSynchronize(cs), "Tensor::copy_ (download)");
     }
-    same_device_copy(dst, landing, stream);
+    same_device_copy(dst, landing, Stream{cs});
   }
   DeviceGuard guard(gpu);
   DT_CUDA_CHECK(cudaStreamSynchronize(cs), "Tensor::copy_");

@@ -51,7 +51,7 @@ extern "C" {
 /* ---- version and errors ---------------------------------------------------------------------------------------- */
 
 #define DT_C_API_VERSION_MAJOR 0
-#define DT_C_API_VERSION_MINOR 1
+#define DT_C_API_VERSION_MINOR 2
 #define DT_C_API_VERSION_PATCH 0
 
 /* The library's C API version, (major << 16) | (minor << 8) | patch. A caller compiled against major M works with a
@@ -165,6 +165,34 @@ DT_API dt_status_t dt_comm_size(dt_comm_t comm, int32_t* size);
 DT_API dt_status_t dt_comm_barrier(dt_comm_t comm);
 /* Releases the handle; the process group ends when the last world, mesh and tensor using it are destroyed. */
 DT_API dt_status_t dt_comm_destroy(dt_comm_t comm);
+
+/* ---- a host framework's NCCL communicator and CUDA streams ----------------------------------------------------- */
+
+typedef struct dt_nccl_adopt_params_t {
+  size_t struct_size;
+  double timeout_s;  /* deadline of each dtensor call on the communicator; <= 0: DT_TIMEOUT_S's value */
+  int32_t may_abort; /* 1: dtensor may ncclCommAbort the communicator on a timeout or an NCCL error (the caller's
+                        handle is then freed); 0: dtensor fails its own calls only and the caller aborts it */
+} dt_nccl_adopt_params_t;
+/* Fills defaults: struct_size, timeout_s 0, may_abort 0. */
+DT_API void dt_nccl_adopt_params_init(dt_nccl_adopt_params_t* params);
+/* A world over nccl_comm, an ncclComm_t the caller created and keeps owning (params may be NULL: the defaults):
+ * rank, size and GPU are the communicator's; dt_mesh_create on it with that GPU's device issues dtensor's
+ * collectives on it (a mesh's per-dim communicators are splits dtensor owns). dtensor never finalizes or destroys
+ * it: the caller destroys it after this world and every mesh and tensor made from it. The caller must not use the
+ * communicator from another thread during a dtensor call (NCCL communicators are not thread-safe). Not collective;
+ * the world does not become the default one. DT_ERR_UNSUPPORTED when dtensor was built without NCCL;
+ * DT_ERR_INVALID_ARGUMENT for a NULL or failed communicator. */
+DT_API dt_status_t dt_comm_from_nccl(void* nccl_comm, const dt_nccl_adopt_params_t* params, dt_comm_t* out);
+
+/* Makes cuda_stream (a cudaStream_t of `device`; NULL: the legacy default stream) the calling thread's current
+ * stream of `device`: dtensor's work on that device from this thread (copies, kernels, and the order of collectives
+ * against the caller's buffers) is queued on it, so that it interleaves with the host framework's work on that
+ * stream. The new stream first waits for the work queued on the previous one (the host does not wait). Thread-local;
+ * a CPU device accepts only NULL; DT_ERR_UNSUPPORTED when the device cannot be used. */
+DT_API dt_status_t dt_set_stream(dt_device_t device, void* cuda_stream);
+/* The calling thread's current stream of `device` (NULL: the legacy default stream). */
+DT_API dt_status_t dt_get_stream(dt_device_t device, void** cuda_stream);
 
 /* ---- meshes ---------------------------------------------------------------------------------------------------- */
 

@@ -19,6 +19,7 @@
 #include "core/cuda_check.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/stream.h"
 #include "kernels/reduce.h"
 
 namespace dt {
@@ -139,6 +140,10 @@ struct NcclState {
 
   std::mutex mu;              // serializes calls on `comm` (NCCL communicators are not thread-safe)
   ncclComm_t comm = nullptr;  // null once aborted or destroyed
+  // false for an adopted communicator (Note [Adopted NCCL communicators]): never finalized or destroyed here, and
+  // aborted only when `may_abort`.
+  bool owned = true;
+  bool may_abort = true;
   cudaStream_t stream = nullptr;
   void* scratch = nullptr;  // device: the barrier word
   size_t scratch_bytes = 0;
@@ -168,7 +173,9 @@ struct NcclState {
   std::thread watchdog;
 
   ~NcclState();
-  std::string label() const { return str_cat("nccl[rank ", rank, "/", size, " on ", device, "]"); }
+  std::string label() const {
+    return str_cat("nccl[rank ", rank, "/", size, " on ", device, owned ? "" : ", adopted", "]");
+  }
   std::string abort_reason() {
     std::lock_guard<std::mutex> lock(reason_mu);
     return reason;
@@ -236,8 +243,8 @@ class NcclWork final : public Work {
     }
     DT_ASSERT(issued_.load(), desc_, ": neither issued nor failed after flushing the queued send/recv");
     DeviceGuard guard(device);
-    DT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream.handle), ev_, 0), desc_, ": wait_stream on ",
-                  device);
+    DT_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(resolve_stream(stream, device).handle), ev_, 0), desc_,
+                  ": wait_stream on ", device);
   }
   bool is_completed() override {
     if (!issued_.load()) st_->flush_p2p();
@@ -344,8 +351,12 @@ void NcclState::track(std::shared_ptr<NcclWork> w) {
   inflight.push_back(std::move(w));
 }
 
-void NcclState::abort(const std::string& why, const NcclWork* timed_out) {
+void NcclState::abort(const std::string& cause, const NcclWork* timed_out) {
   if (aborted.exchange(true)) return;
+  const std::string why =
+      may_abort ? cause
+                : str_cat(cause, "; the communicator is its owner's (adopted): dtensor no longer uses it, and the owner "
+                                 "must abort it (ncclCommAbort) to stop its work on the GPU");
   {
     std::lock_guard<std::mutex> lock(reason_mu);
     reason = why;
@@ -367,14 +378,14 @@ void NcclState::abort(const std::string& why, const NcclWork* timed_out) {
   }
   // Enqueues polling a pending NCCL call see `aborted` and release `mu` promptly.
   std::lock_guard<std::mutex> lock(mu);
-  if (comm != nullptr) {
+  if (comm != nullptr && may_abort) {
     try {
       DeviceGuard guard(device);
       ncclCommAbort(comm);
     } catch (...) {
     }
-    comm = nullptr;
   }
+  comm = nullptr;
 }
 
 void NcclState::start_watchdog() {
@@ -552,6 +563,60 @@ std::shared_ptr<NcclCommunicator> NcclCommunicator::create(int rank, int size, D
   return std::make_shared<NcclCommunicator>(std::move(st));
 }
 
+// Note [Adopted NCCL communicators]
+// A host framework that already runs NCCL (PyTorch's ProcessGroupNCCL, a custom trainer) hands its ncclComm_t in, so
+// that dtensor's collectives and the host's share one communicator and the GPU work interleaves on the streams the
+// host chooses (the caller's stream: Note [Current streams] in core/stream.h). The communicator stays the host's:
+// - dtensor reads rank, size and device from it, issues its calls under its own lock (the host must not issue on
+//   the same communicator from another thread at the same time: NCCL communicators are not thread-safe), and never
+//   finalizes or destroys it;
+// - on a timeout or an asynchronous error dtensor fails its pending and later calls with an error that says the
+//   owner must abort the communicator; it calls ncclCommAbort itself only when allowed (may_abort), because an
+//   abort frees the handle the host still holds;
+// - blocking and non-blocking communicators both work: a non-blocking one's ncclInProgress is polled as for
+//   dtensor's own (a blocking one returns ncclSuccess once the call is enqueued);
+// - splits (a mesh's per-dim communicators) are new non-blocking communicators that dtensor owns.
+std::shared_ptr<NcclCommunicator> NcclCommunicator::adopt(void* nccl_comm, NcclAdoptOptions options) {
+  DT_CHECK_ARG(nccl_comm != nullptr, "NcclCommunicator::adopt: the ncclComm_t is null");
+  DT_CHECK_ARG(options.timeout.count() > 0, "NcclCommunicator::adopt: timeout must be positive");
+  DT_CHECK_ARG(options.init_timeout.count() >= 0, "NcclCommunicator::adopt: init_timeout must not be negative");
+  const Work::Duration init_timeout =
+      options.init_timeout.count() > 0 ? options.init_timeout : std::max(options.timeout, kMinInitTimeout);
+  auto comm = static_cast<ncclComm_t>(nccl_comm);
+  const std::string what = "NcclCommunicator::adopt";
+  // A non-blocking communicator may still be initializing: wait for it (bounded) before asking it anything.
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+  if (r == ncclSuccess && state == ncclInProgress)
+    state = nccl_detail::poll_ready(comm, Clock::now() + init_timeout, nullptr, what, init_timeout);
+  if (r != ncclSuccess || state != ncclSuccess)
+    nccl_detail::throw_nccl(r != ncclSuccess ? r : state, what + ": the communicator is not usable", comm);
+  int size = 0, rank = -1, cuda = -1;
+  r = ncclCommCount(comm, &size);
+  if (r == ncclSuccess) r = ncclCommUserRank(comm, &rank);
+  if (r == ncclSuccess) r = ncclCommCuDevice(comm, &cuda);
+  if (r != ncclSuccess) nccl_detail::throw_nccl(r, what + ": querying rank, size and device", comm);
+  std::vector<int> globals = std::move(options.global_ranks);
+  if (globals.empty()) {
+    for (int i = 0; i < size; ++i) globals.push_back(i);
+  } else {
+    DT_CHECK_ARG(int(globals.size()) == size, what, ": ", globals.size(), " global ranks given for a communicator of ",
+                 size, " ranks");
+    std::vector<int> sorted = globals;
+    std::sort(sorted.begin(), sorted.end());
+    DT_CHECK_ARG(sorted.front() >= 0 && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), what,
+                 ": the global ranks must be distinct and non-negative");
+  }
+  const Device device = Device::cuda(cuda);
+  check_device_usable(device);
+  std::shared_ptr<NcclState> st =
+      make_state(comm, device, rank, size, std::move(globals), options.timeout, init_timeout);
+  st->owned = false;
+  st->may_abort = options.may_abort;
+  DT_LOG_INFO("adopted ", st->label(), " (NCCL ", nccl_version(), ")");
+  return std::make_shared<NcclCommunicator>(std::move(st));
+}
+
 NcclCommunicator::NcclCommunicator(std::shared_ptr<NcclState> state) : state_(std::move(state)) {
   DT_CHECK_ARG(state_ != nullptr, "NcclCommunicator: null state");
   state_->recorder = flight_recorder();
@@ -574,6 +639,7 @@ NcclCommunicator::~NcclCommunicator() {
         while (!w->is_completed() && Clock::now() < deadline)
           std::this_thread::sleep_for(std::chrono::microseconds(200));
       std::unique_lock<std::mutex> lock(st.mu);
+      if (!st.owned) st.comm = nullptr;  // the owner's to destroy
       if (st.comm != nullptr) {
         DeviceGuard guard(st.device);
         ncclResult_t r = ncclCommFinalize(st.comm);
@@ -777,7 +843,7 @@ WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
   if (st.aborted.load()) return completed_work(desc, aborted_error());
   if (nothing_to_do(a)) return completed_work(desc);
   const bool p2p = a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv;
-  const auto caller = static_cast<cudaStream_t>(a.stream.handle);
+  const auto caller = static_cast<cudaStream_t>(resolve_stream(a.stream, st.device).handle);
   DeviceGuard guard(st.device);
   std::shared_ptr<NcclWork> work;
   try {

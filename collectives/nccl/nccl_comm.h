@@ -41,6 +41,20 @@ struct NcclOptions {
   std::string key = "nccl/unique_id";
 };
 
+// A communicator the caller made, handed to adopt() (a host framework's: Note [Adopted NCCL communicators]).
+struct NcclAdoptOptions {
+  // Deadline of every operation dtensor issues on it (past it dtensor's pending calls fail).
+  Work::Duration timeout = default_timeout();
+  // Deadline of splits (0: the larger of `timeout` and 2 minutes).
+  Work::Duration init_timeout{0};
+  // Whether dtensor may ncclCommAbort the communicator on a timeout or an asynchronous NCCL error. false (the
+  // default): dtensor fails its own pending and later calls and leaves the communicator to its owner, who must abort
+  // it (the handle is the owner's; an abort frees it). true: dtensor aborts it, as it does its own.
+  bool may_abort = false;
+  // The world ranks of the communicator's ranks, for error messages and sub-mesh bookkeeping (empty: 0..size-1).
+  std::vector<int> global_ranks;
+};
+
 // The bootstrap exchange of create(): rank 0 calls it with the value to publish (and gets it back); the other
 // ranks call it with nullopt and get rank 0's value, waiting until it is there (with a deadline).
 using NcclExchange = std::function<std::string(const std::string& key, const std::optional<std::string>& value)>;
@@ -71,7 +85,13 @@ class NcclCommunicator final : public Communicator {
         std::move(options));
   }
 
-  explicit NcclCommunicator(std::shared_ptr<nccl_detail::NcclState> state);  // use create() or split()
+  // Issues dtensor's collectives on `nccl_comm`, an ncclComm_t the caller created and keeps owning (void* so that
+  // this header needs no NCCL): rank, size and device are the communicator's. dtensor never finalizes or destroys
+  // it; the caller destroys it after the last communicator, mesh and tensor using it are gone. Splits (meshes) make
+  // new communicators that dtensor owns. Throws InvalidArgument for a null or failed communicator.
+  static std::shared_ptr<NcclCommunicator> adopt(void* nccl_comm, NcclAdoptOptions options = {});
+
+  explicit NcclCommunicator(std::shared_ptr<nccl_detail::NcclState> state);  // use create(), adopt() or split()
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;

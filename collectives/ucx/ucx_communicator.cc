@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include "core/cuda_check.h"
+#include "core/stream.h"
 #endif
 
 namespace dt {
@@ -276,7 +277,7 @@ WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
     DT_LOG_INFO("ucx: device buffers are staged through pinned host memory (slow); NCCL is the backend for GPUs");
   });
   DeviceGuard guard(a.device);  // the downloads below; the upload runs later, on the worker's thread
-  const auto stream = static_cast<cudaStream_t>(a.stream.handle);
+  const auto stream = static_cast<cudaStream_t>(resolve_stream(a.stream, a.device).handle);
   const int device = a.device.index;
   ucx::StagingOps ops;
   ops.download = [stream](void* host, const void* dev, size_t n) {

@@ -492,6 +492,38 @@ int main(int argc, char** argv) {
     EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "rank 3 of world_size 2", dt_init(&p, &other));
   }
   {
+    /* ---- a host's NCCL communicator and CUDA streams: the checks that need no GPU (tests/collectives/nccl/
+     * nccl_adopt_test.cc runs them on one) ---- */
+    dt_nccl_adopt_params_t ap;
+    dt_comm_t adopted;
+    dt_device_t bad_device = {5, 0};
+    void* stream = &ndim;
+    int not_a_comm = 0;
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "nccl_comm is NULL", dt_comm_from_nccl(NULL, NULL, &adopted));
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "out is NULL", dt_comm_from_nccl(&not_a_comm, NULL, NULL));
+    dt_nccl_adopt_params_init(&ap);
+    ap.struct_size = 0;
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "struct_size", dt_comm_from_nccl(&not_a_comm, &ap, &adopted));
+    dt_nccl_adopt_params_init(&ap);
+    ap.may_abort = 7;
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "may_abort is 7", dt_comm_from_nccl(&not_a_comm, &ap, &adopted));
+    dt_nccl_adopt_params_init(&ap);
+    ap.timeout_s = HUGE_VAL;
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "timeout_s is inf", dt_comm_from_nccl(&not_a_comm, &ap, &adopted));
+#if !DT_TEST_HAS_NCCL
+    EXPECT_STATUS(DT_ERR_UNSUPPORTED, "built without NCCL", dt_comm_from_nccl(&not_a_comm, NULL, &adopted));
+#endif
+    CHECK(dt_get_stream(dt_cpu(), &stream));
+    EXPECT(stream == NULL);
+    CHECK(dt_set_stream(dt_cpu(), NULL));
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "has no streams", dt_set_stream(dt_cpu(), &not_a_comm));
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "cuda_stream is NULL", dt_get_stream(dt_cpu(), NULL));
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "unknown device type 5", dt_set_stream(bad_device, NULL));
+#if !DT_TEST_HAS_CUDA
+    EXPECT_STATUS(DT_ERR_UNSUPPORTED, "without CUDA", dt_set_stream(dt_cuda(0), NULL));
+#endif
+  }
+  {
     pthread_t th;
     struct thread_call c;
     c.t = x;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/cuda_check.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace dt::kernels::cuda {
 
@@ -65,7 +66,7 @@ void gemm(const GemmArgs& g, Stream stream) {
   const void* alpha = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&alpha_d) : &alpha_f;
   const void* beta = compute == CUBLAS_COMPUTE_64F ? static_cast<const void*>(&beta_d) : &beta_f;
   cublasHandle_t h = handle_for_current_device();
-  check_cublas(cublasSetStream(h, static_cast<cudaStream_t>(stream.handle)), "cublasSetStream");
+  check_cublas(cublasSetStream(h, kernels::cuda::as_cuda(stream)), "cublasSetStream");
   cublasOperation_t op_a = g.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_b = g.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   int m = checked_int(g.m, "m"), n = checked_int(g.n, "n"), k = checked_int(g.k, "k");
