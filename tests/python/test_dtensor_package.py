@@ -74,6 +74,13 @@ def test_case(case, nproc):
     assert out.count(f"{case}: ok") == nproc, out
 
 
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_fast_paths(nproc):
+    """The compiled DTensor base against ctypes (values, errors, close, with, GC), on the path the env selects."""
+    out = launch(nproc, [CASES, "fast_paths"])
+    assert out.count("fast_paths: ok") == nproc, out
+
+
 def test_checkpoint_2_to_4_ranks():
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "ckpt")

@@ -94,8 +94,8 @@ static PyObject* spec_of(PyObject* placements) {
 /* ---- TensorBase ------------------------------------------------------------------------------------------------- */
 
 typedef struct {
-  PyObject_HEAD
-  void* handle; /* NULL: closed (or never given one) */
+  PyObject ob_base; /* PyObject_HEAD */
+  void* handle;     /* NULL: closed (or never given one) */
 } TensorBase;
 
 static PyObject* handle_object(void* h) {
@@ -136,12 +136,22 @@ static int TensorBase_init(PyObject* self, PyObject* args, PyObject* kwds) {
 
 /* Releases a handle, ignoring failure (a destructor must not raise). */
 static void release_quietly(void* h) {
+  PyThreadState* ts;
+  /* A release callback may run Python code: not with an exception set. */
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* exc = PyErr_GetRaisedException();
+#else
   PyObject *type, *value, *traceback;
-  PyErr_Fetch(&type, &value, &traceback); /* a release callback may run Python code: not with an exception set */
-  Py_BEGIN_ALLOW_THREADS
+  PyErr_Fetch(&type, &value, &traceback);
+#endif
+  ts = PyEval_SaveThread();
   g_destroy(h);
-  Py_END_ALLOW_THREADS
+  PyEval_RestoreThread(ts);
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(exc);
+#else
   PyErr_Restore(type, value, traceback);
+#endif
 }
 
 static void TensorBase_dealloc(PyObject* self) {
@@ -158,9 +168,11 @@ static PyObject* TensorBase_close(PyObject* self, PyObject* unused) {
   (void)unused;
   if (h == NULL) Py_RETURN_NONE; /* idempotent */
   ((TensorBase*)self)->handle = NULL;
-  Py_BEGIN_ALLOW_THREADS
-  status = g_destroy(h);
-  Py_END_ALLOW_THREADS
+  {
+    PyThreadState* ts = PyEval_SaveThread();
+    status = g_destroy(h);
+    PyEval_RestoreThread(ts);
+  }
   if (status != 0) return fail(status, "dt_tensor_destroy");
   Py_RETURN_NONE;
 }
@@ -195,9 +207,9 @@ static PyObject* TensorBase_redistribute(PyObject* self, PyObject* placements) {
   {
     void* h = ((TensorBase*)self)->handle;
     const char* raw = PyBytes_AS_STRING(PyTuple_GET_ITEM(spec, 0)); /* the cache keeps spec alive; so do we */
-    Py_BEGIN_ALLOW_THREADS
+    PyThreadState* ts = PyEval_SaveThread(); /* it may wait for peers; ctypes releases the GIL too */
     status = g_redistribute(h, raw, (int32_t)n, &out);
-    Py_END_ALLOW_THREADS
+    PyEval_RestoreThread(ts);
   }
   Py_DECREF(spec);
   if (status != 0) return fail(status, "dt_tensor_redistribute");
@@ -230,8 +242,8 @@ static PyGetSetDef kTensorGetSet[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyTypeObject kTensorBaseType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "dtensor._speedups.TensorBase",
+    PyVarObject_HEAD_INIT(NULL, 0)  // (the macro ends in a comma)
+        .tp_name = "dtensor._speedups.TensorBase",
     .tp_basicsize = sizeof(TensorBase),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "The compiled base of DTensor: a C API tensor handle, destroyed once (by close() or when collected).",
@@ -319,8 +331,8 @@ static PyMethodDef kMethods[] = {
     {"bench_loop", bench_loop, METH_VARARGS, "bench_loop(handle, placements_bytes, n, calls) (benchmark only)"},
     {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_speedups", "dtensor's optional fast paths", -1, kMethods,
-                                     NULL, NULL, NULL, NULL};
+static struct PyModuleDef kModule = {
+    PyModuleDef_HEAD_INIT, "_speedups", "dtensor's optional fast paths", -1, kMethods, NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
   PyObject* m;
