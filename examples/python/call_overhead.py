@@ -8,10 +8,12 @@ communication: mostly call overhead) and S(0) -> R (a small all-gather), and the
 (dt_tensor_redistribute + dt_tensor_destroy, on the same tensor: _speedups.bench_loop), in alternating rounds (which
 side goes first alternates too). Prints microseconds per call, best and median of the rounds, in wall time and in
 this thread's CPU time (which a loaded machine disturbs less: descheduled time is not counted), the time Python adds
-over C, and one JSON line per row:
-    {"bench":"python_call_overhead","case":..,"ranks":..,"path":..,"clock":..,"python_us":..,"c_us":..,"added_us":..}
-(best and median of each). `path` is "speedups" (the compiled DTensor base) or "ctypes" (DTENSOR_NO_SPEEDUPS=1).
-bench/c_api_overhead measures C against C++ the same way; Python against C++ is the sum of the two added figures.
+over C, and one JSON line per case and clock (medians, and the best of the rounds):
+    {"bench":"python_call_overhead","case":..,"ranks":..,"path":..,"clock":..,"python_us":..,"c_us":..,
+     "added_us":..,"python_best_us":..,"c_best_us":..,"added_best_us":..}
+`path` is "speedups" (the compiled DTensor base) or "ctypes" (DTENSOR_NO_SPEEDUPS=1). bench/c_api_overhead 4 4
+measures C against C++ the same way; Python against C++ is the sum of the two added figures
+(bench/python_overhead.py runs all three and adds them up).
 The C baseline needs the compiled module (built by pip, or named by $DTENSOR_SPEEDUPS); without it only Python runs.
 """
 import argparse
@@ -49,11 +51,6 @@ def time_rounds(world, sides, calls, rounds):
 def best_median(values):
     v = sorted(values)
     return v[0], v[len(v) // 2]
-
-
-def pair(v):
-    """{"best", "median"} of a (best, median) pair; None without a measurement (NaN)."""
-    return {"best": round(v[0], 3), "median": round(v[1], 3)} if v[0] == v[0] else None
 
 
 def main():
@@ -100,9 +97,12 @@ def main():
             print(f"{label:22s} {clock:5s} {py[0]:7.2f} /{py[1]:6.2f} {c[0]:7.2f} /{c[1]:6.2f} "
                   f"{added[0]:7.2f} /{added[1]:6.2f}")
         for label, clock, py, c in rows:
-            print(json.dumps({"bench": "python_call_overhead", "case": label, "ranks": world.size, "path": path,
-                              "clock": clock, "python_us": pair(py), "c_us": pair(c),
-                              "added_us": pair((py[0] - c[0], py[1] - c[1]))}))
+            row = {"bench": "python_call_overhead", "case": label, "ranks": world.size, "path": path, "clock": clock,
+                   "python_us": py[1], "c_us": c[1], "added_us": py[1] - c[1], "python_best_us": py[0],
+                   "c_best_us": c[0], "added_best_us": py[0] - c[0]}
+            # NaN (no C side) is not JSON: null
+            print(json.dumps({k: (round(v, 3) if v == v else None) if isinstance(v, float) else v
+                              for k, v in row.items()}))
         if c_side is None:
             print("note: no C baseline (the compiled _speedups module is not built: pip builds it, or set "
                   "DTENSOR_SPEEDUPS)")
