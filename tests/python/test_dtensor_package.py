@@ -3,8 +3,9 @@
 
 Each test launches `dtrun --nproc-per-node N python3 dtensor_cases.py CASE`: meshes, every placement kind (uneven,
 empty and nested shards), redistribution (sync and async, Partial), ops, zero copy both ways (pointer identity),
-DLPack, a checkpoint saved on 2 ranks and loaded on 4, the FSDP group, errors; with PyTorch: DLPack with torch
-tensors and examples/python/torch_fsdp.py on 2 processes (losses within 1e-5 of plain PyTorch).
+DLPack, a checkpoint saved on 2 ranks and loaded on 4, the FSDP group, errors, the compiled DTensor base against
+ctypes (fast_paths: the suite runs once with _speedups, once with DTENSOR_NO_SPEEDUPS=1); with PyTorch: DLPack with
+torch tensors and examples/python/torch_fsdp.py on 2 processes (losses within 1e-5 of plain PyTorch).
 
 Run by meson (suite 'python'): it re-executes itself under the build folder's py-venv (DT_PY_VENV) and runs pytest
 on itself; exit 77 (skipped, with the reason) when numpy or pytest is missing. Environment (meson sets it): DTRUN,
