@@ -105,11 +105,14 @@ def test_explicit_init_without_a_launcher():
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
 def test_under_mpirun():
-    env = dict(os.environ, DT_STORE_SECRET="python-package-test-" + str(os.getpid()))
+    # A free store port: the suite runs twice at once (python_package, python_package_ctypes), and the default one
+    # (29500) would be taken by the other run's.
+    env = dict(os.environ, DT_STORE_SECRET="python-package-test-" + str(os.getpid()),
+               DT_MASTER_PORT=str(free_ports(1)[0]))
     src = os.environ.get("DT_PY_SOURCE", os.path.join(HERE, "..", "..", "bindings", "python"))
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = ["mpirun", "--oversubscribe", "-x", "DT_STORE_SECRET", "-x", "PYTHONPATH", "-x", "DTENSOR_LIBRARY", "-n", "2",
-           sys.executable, CASES, "redistribute"]
+    cmd = ["mpirun", "--oversubscribe", "-x", "DT_STORE_SECRET", "-x", "DT_MASTER_PORT", "-x", "PYTHONPATH", "-x",
+           "DTENSOR_LIBRARY", "-n", "2", sys.executable, CASES, "redistribute"]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
