@@ -72,8 +72,12 @@ static PyObject* spec_of(PyObject* placements) {
       Py_INCREF(spec);
       return spec;
     }
-    if (PyErr_Occurred()) { /* unhashable inside (a list in the tuple): not a key; convert says what is wrong */
-      PyErr_Clear();
+    if (PyErr_Occurred()) {
+      if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+        Py_DECREF(key);
+        return NULL;
+      }
+      PyErr_Clear(); /* unhashable inside (a list in the tuple): not a key; convert says what is wrong */
       Py_CLEAR(key);
     }
   }
