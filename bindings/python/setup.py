@@ -59,8 +59,8 @@ class BinaryDistribution(Distribution):
         return True
 
 
-# The compiled fast paths (dtensor/_speedups.c: redistribute and destroy without ctypes). Optional: without Python's
-# headers the build goes on and the package runs on ctypes alone.
+# The compiled fast paths (dtensor/_speedups.c: DTensor's base type, whose redistribute and close run no ctypes and no
+# Python frame). Optional: without Python's headers the build goes on and the package runs on ctypes alone.
 SPEEDUPS = Extension("dtensor._speedups", sources=["dtensor/_speedups.c"], optional=True)
 
 setup(cmdclass={"build_py": BuildPyWithMeson}, distclass=BinaryDistribution, ext_modules=[SPEEDUPS])

@@ -6,6 +6,7 @@ usage: dtensor_cases.py CASE [ARGS]   (under dtrun --nproc-per-node N)
 Every value is checked against NumPy on the full tensors, with blocks computed here from torch.chunk's rule (not the
 library's layout code). Exit 0 when every check holds, 1 otherwise (the failures are printed with the rank).
 """
+import ctypes
 import gc
 import sys
 
@@ -343,6 +344,136 @@ def case_errors():
         check(False, "bad text must fail")
     except dt.Error as e:
         check(e.status == 1, f"parse: {e}")
+
+
+def ctypes_redistribute(x, placements):
+    """The same redistribution through ctypes alone (the package's other path), as a plain DTensor."""
+    spec, n = dt.tensor._spec(placements)
+    h = ctypes.c_void_p()
+    dt._lib.lib.dt_tensor_redistribute(x.handle, spec, n, ctypes.byref(h))
+    return dt.DTensor(h.value)
+
+
+def handle_is_live(raw):
+    """Whether the C API still knows a tensor handle (asked through ctypes, past any DTensor object)."""
+    try:
+        dt._lib.get_i32(dt._lib.lib.dt_tensor_ndim, raw)
+        return True
+    except dt.InvalidHandleError:
+        return False
+
+
+def case_fast_paths():
+    """DTensor's compiled base (_speedups.TensorBase) and the ctypes path (Handle) give the same values, errors and
+    handle lifetimes; the run checks that it is on the path its environment asks for."""
+    import copy
+    import os
+    import pickle
+    from dtensor._handle import Handle
+    compiled = bool(os.environ.get("DTENSOR_SPEEDUPS")) and not os.environ.get("DTENSOR_NO_SPEEDUPS")
+    speedups = dt._lib.speedups
+    check((speedups is not None) == compiled, f"compiled fast paths loaded: {speedups is not None}, "
+          f"expected {compiled}")
+    check(issubclass(dt.DTensor, speedups.TensorBase if compiled else Handle), f"DTensor bases {dt.DTensor.__mro__}")
+    # Placements: interned values with their public behaviour.
+    check(Shard(0) is Shard(0, -1) and Shard(0) == Shard(0) and Shard(0) != Shard(1) and Shard(0) != Replicate(),
+          "placement equality")
+    check(hash(Partial("max")) == hash(Partial(reduce_op="max")) and Partial() == Partial("sum"), "placement hash")
+    check(repr(Shard(1)) == "Shard(dim=1, order=-1)" and repr(Replicate()) == "Replicate()" and
+          repr(Partial("avg")) == "Partial(reduce_op='avg')" and Shard(2, 1).dim == 2, "placement repr and fields")
+    check(pickle.loads(pickle.dumps(Shard(1, 0))) is Shard(1, 0) and copy.deepcopy([Partial("min")])[0] is
+          Partial("min"), "a copied placement is the interned one")
+    try:
+        Shard(0).dim = 1
+        check(False, "placements are frozen")
+    except AttributeError:
+        pass
+    mesh = dt.DeviceMesh(world, "cpu", (SIZE,), ("x",))
+    specs = [[Shard(0)], (Shard(1),), "S(0)", Replicate(), [Shard(1)], "R"]  # every kind of cache key, twice over
+    for si, shape in enumerate([(6, 4), (5, 3), (1, 2)]):  # even, uneven, empty blocks
+        full = random_full(shape, 70 + si).astype(np.float32)
+        for src in ([Replicate()], [Shard(0)], [Shard(1)]):
+            x = dt.distribute_tensor(full, mesh, src)
+            for _ in range(2):
+                for s in specs:
+                    exp = expected_local(full, mesh, spec_list(s) if not isinstance(s, dt.Placement) else [s])
+                    y, z = x.redistribute(s), ctypes_redistribute(x, s)
+                    check(type(y) is dt.DTensor and np.array_equal(y.to_local(), exp) and
+                          np.array_equal(z.to_local(), exp), f"{shape} {src} -> {s}")
+                    y.close()
+                    z.close()
+    x = dt.distribute_tensor(np.zeros((4, 3), np.float32), mesh, [Replicate()])
+    # Errors: the same exception, status and message on both paths.
+    for bad, kind in (([Shard(2)], dt.InvalidArgumentError), ("S(", dt.InvalidArgumentError), ([1], TypeError),
+                      ([[Shard(0)]], TypeError), (3, TypeError)):
+        got = []
+        for f in (x.redistribute, lambda p: ctypes_redistribute(x, p)):
+            try:
+                f(bad)
+                got.append(None)
+            except Exception as e:  # noqa: BLE001 - compared below
+                got.append((type(e), str(e), getattr(e, "status", None)))
+        check(got[0] is not None and got[0][0] is kind and got[0] == got[1], f"error for {bad!r}: {got}")
+    try:
+        x.redistribute([Shard(2)])
+        check(False, "Shard(2) of a 2-d tensor must fail")
+    except dt.InvalidArgumentError as e:
+        check(e.status == 1 and e.function == "dt_tensor_redistribute" and "Shard(2)" in e.message, f"error: {e}")
+    # close(): idempotent; afterwards every use raises InvalidHandleError.
+    y = x.redistribute([Shard(0)])
+    raw = y.handle
+    check(isinstance(raw, int) and y._h == raw and handle_is_live(raw), "a live handle")
+    y.close()
+    y.close()
+    check(y.handle is None and not handle_is_live(raw) and repr(y) == "DTensor(closed)", "closed")
+    for use in (lambda: y.redistribute([Replicate()]), lambda: y.shape, lambda: y.to_local()):
+        try:
+            use()
+            check(False, "use after close must fail")
+        except dt.InvalidHandleError as e:
+            check(e.status == 8, f"use after close: {e}")
+    # with: closes at the end of the block, also when it raises (and never swallows the exception).
+    with x.redistribute([Shard(0)]) as y:
+        raw = y.handle
+        check(handle_is_live(raw), "live inside with")
+    check(y.handle is None and not handle_is_live(raw), "with closes")
+    try:
+        with x.redistribute([Shard(0)]) as y:
+            raw = y.handle
+            raise KeyError("inside")
+    except KeyError:
+        check(not handle_is_live(raw), "with closes when the block raises")
+    # Collected: the handle is released, also from a reference cycle (the GC).
+    y = x.redistribute([Shard(0)])
+    raw = y.handle
+    del y
+    check(not handle_is_live(raw), "a dropped DTensor releases its handle")
+    gc.disable()
+    try:
+        y = x.redistribute([Shard(0)])
+        y.me = y  # a cycle: only the GC frees it
+        raw = y.handle
+        del y
+        check(handle_is_live(raw), "alive while in a cycle")
+        gc.collect()
+        check(not handle_is_live(raw), "a DTensor collected by the GC releases its handle")
+    finally:
+        gc.enable()
+    # The result is of the caller's type, made without its __init__.
+    class Tagged(dt.DTensor):
+        def __init__(self, handle):
+            raise AssertionError("not called by redistribute")
+    t = dt.distribute_tensor(np.ones((2, 2), np.float32), mesh, [Replicate()])
+    t.__class__ = Tagged
+    u = t.redistribute([Shard(0)])
+    check(type(u) is Tagged and np.array_equal(u.to_local(), expected_local(np.ones((2, 2)), mesh, [Shard(0)])),
+          f"result type {type(u).__name__}")
+    # The spec cache stays bounded: 300 distinct keys (the same spec in text with more and more spaces).
+    for i in range(300):
+        x.redistribute(" " * i + "S(0)").close()
+    if compiled:
+        check(0 < speedups.spec_cache_size() <= 256, f"spec cache size {speedups.spec_cache_size()}")
+    check(dt.tensor._convert_cached.cache_info().currsize <= 256, "the ctypes path's cache is bounded")
 
 
 def case_torch():

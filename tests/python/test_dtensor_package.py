@@ -3,8 +3,9 @@
 
 Each test launches `dtrun --nproc-per-node N python3 dtensor_cases.py CASE`: meshes, every placement kind (uneven,
 empty and nested shards), redistribution (sync and async, Partial), ops, zero copy both ways (pointer identity),
-DLPack, a checkpoint saved on 2 ranks and loaded on 4, the FSDP group, errors; with PyTorch: DLPack with torch
-tensors and examples/python/torch_fsdp.py on 2 processes (losses within 1e-5 of plain PyTorch).
+DLPack, a checkpoint saved on 2 ranks and loaded on 4, the FSDP group, errors, the compiled DTensor base against
+ctypes (fast_paths: the suite runs once with _speedups, once with DTENSOR_NO_SPEEDUPS=1); with PyTorch: DLPack with
+torch tensors and examples/python/torch_fsdp.py on 2 processes (losses within 1e-5 of plain PyTorch).
 
 Run by meson (suite 'python'): it re-executes itself under the build folder's py-venv (DT_PY_VENV) and runs pytest
 on itself; exit 77 (skipped, with the reason) when numpy or pytest is missing. Environment (meson sets it): DTRUN,
@@ -74,6 +75,13 @@ def test_case(case, nproc):
     assert out.count(f"{case}: ok") == nproc, out
 
 
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_fast_paths(nproc):
+    """The compiled DTensor base against ctypes (values, errors, close, with, GC), on the path the env selects."""
+    out = launch(nproc, [CASES, "fast_paths"])
+    assert out.count("fast_paths: ok") == nproc, out
+
+
 def test_checkpoint_2_to_4_ranks():
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "ckpt")
@@ -97,11 +105,14 @@ def test_explicit_init_without_a_launcher():
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun is not installed")
 def test_under_mpirun():
-    env = dict(os.environ, DT_STORE_SECRET="python-package-test-" + str(os.getpid()))
+    # A free store port: the suite runs twice at once (python_package, python_package_ctypes), and the default one
+    # (29500) would be taken by the other run's.
+    env = dict(os.environ, DT_STORE_SECRET="python-package-test-" + str(os.getpid()),
+               DT_MASTER_PORT=str(free_ports(1)[0]))
     src = os.environ.get("DT_PY_SOURCE", os.path.join(HERE, "..", "..", "bindings", "python"))
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    cmd = ["mpirun", "--oversubscribe", "-x", "DT_STORE_SECRET", "-x", "PYTHONPATH", "-x", "DTENSOR_LIBRARY", "-n", "2",
-           sys.executable, CASES, "redistribute"]
+    cmd = ["mpirun", "--oversubscribe", "-x", "DT_STORE_SECRET", "-x", "DT_MASTER_PORT", "-x", "PYTHONPATH", "-x",
+           "DTENSOR_LIBRARY", "-n", "2", sys.executable, CASES, "redistribute"]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

@@ -8,7 +8,8 @@ sharded checkpoints, the FSDP engine) over dtensor's C API, with NumPy arrays an
     y.to_local()        # a NumPy view of this rank's block (no copy)
     y.full_tensor()     # the whole tensor (NumPy)
 
-Pure Python over ctypes; the library is libdtensor.so (see _lib.py for how it is found).
+Python over ctypes, with optional compiled fast paths (_speedups.c: DTensor's base type); the library is
+libdtensor.so (see _lib.py for how it is found).
 """
 from .errors import (CudaError, DTensorTimeoutError, Error, InternalError, InvalidArgumentError, InvalidHandleError,
                      RemoteError, SystemError_, TimeoutError_, UnsupportedError)

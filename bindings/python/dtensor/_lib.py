@@ -245,10 +245,13 @@ def _raise_status(status, function):
     raise_for_status(status, lib.dt_last_error().decode("utf-8", "replace"), function)
 
 
-def _load_speedups():
+def load_speedups(always=False):
     """The compiled fast paths, when built (inside the package by pip, or the file $DTENSOR_SPEEDUPS names: the build
-    tree's, for tests); None otherwise: ctypes serves every call."""
+    tree's, for tests), handed this library's functions; None otherwise (ctypes serves every call), or when
+    DTENSOR_NO_SPEEDUPS is set, unless `always` (a benchmark's C baseline)."""
     import importlib.util
+    if os.environ.get("DTENSOR_NO_SPEEDUPS") and not always:
+        return None
     module = None
     try:
         from . import _speedups as module  # noqa: F811
@@ -259,11 +262,11 @@ def _load_speedups():
             if spec is not None and spec.loader is not None:
                 module = importlib.util.module_from_spec(spec)
                 spec.loader.exec_module(module)
-    if module is None or os.environ.get("DTENSOR_NO_SPEEDUPS"):
+    if module is None:
         return None
     address = ctypes.cast(lib.dt_tensor_redistribute, c_void_p).value
     module.init(address, ctypes.cast(lib.dt_tensor_destroy, c_void_p).value, _raise_status)
     return module
 
 
-speedups = _load_speedups()
+speedups = load_speedups()

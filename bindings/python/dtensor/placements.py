@@ -1,6 +1,7 @@
 """Placements: Shard(dim, order=-1), Replicate(), Partial(op) (PyTorch's names), and their text form."""
 import ctypes
-from dataclasses import dataclass
+import operator
+from dataclasses import dataclass, fields
 
 from . import _lib
 
@@ -8,7 +9,12 @@ _REDUCE_OPS = ("sum", "avg", "max", "min", "product")
 
 
 class Placement:
-    """The base of Shard, Replicate and Partial."""
+    """The base of Shard, Replicate and Partial: immutable values, one object per value.
+
+    Note [Interned placements]: Shard(0) returns the same object every time (the constructors look the value up in
+    _interned), so equality and hashing are object identity's, done in C: a placements tuple hashes and compares
+    without running Python code, which is what makes redistribute's spec cache cheap (a lookup per call). Copies and
+    pickles go through the constructor (__reduce__), so they are the interned object too."""
 
     def is_shard(self, dim=None):
         return isinstance(self, Shard) and (dim is None or self.dim == dim)
@@ -19,14 +25,42 @@ class Placement:
     def is_partial(self):
         return isinstance(self, Partial)
 
+    @classmethod
+    def _intern(cls, *values):
+        """The one object of this class with these field values (made on first use)."""
+        key = (cls, *values)
+        p = _interned.get(key)
+        if p is None:
+            p = object.__new__(cls)
+            for f, v in zip(fields(cls), values):
+                object.__setattr__(p, f.name, v)  # frozen: only here
+            p = _interned.setdefault(key, p)
+        return p
 
-@dataclass(frozen=True)
+    def __reduce__(self):
+        return type(self), tuple(getattr(self, f.name) for f in fields(self))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+_interned = {}  # (class, *fields) -> the placement (Note [Interned placements])
+
+
+# eq=False: identity equality and hashing (interned); init=False: __new__ makes (or finds) the object.
+@dataclass(frozen=True, eq=False, init=False)
 class Shard(Placement):
     """Splits tensor dim `dim` over a mesh dim (torch.chunk rules: trailing ranks may hold short or empty blocks).
     `order`: this mesh dim's position among the mesh dims sharding the same tensor dim (0 = outermost); -1: the
     default (ascending mesh dims)."""
     dim: int
     order: int = -1
+
+    def __new__(cls, dim, order=-1):
+        return cls._intern(operator.index(dim), operator.index(order))
 
     def _c(self):
         return _lib.Placement(_lib.DT_SHARD, self.dim, 0, self.order)
@@ -35,9 +69,12 @@ class Shard(Placement):
         return f"S({self.dim})" + (f"[{self.order}]" if self.order >= 0 else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, init=False)
 class Replicate(Placement):
     """Every coordinate of the mesh dim holds the whole tensor."""
+
+    def __new__(cls):
+        return cls._intern()
 
     def _c(self):
         return _lib.Placement(_lib.DT_REPLICATE, 0, 0, -1)
@@ -46,14 +83,15 @@ class Replicate(Placement):
         return "R"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, init=False)
 class Partial(Placement):
     """Every coordinate holds a contribution; their reduction (sum, avg, max, min, product) is the value."""
     reduce_op: str = "sum"
 
-    def __post_init__(self):
-        if self.reduce_op not in _REDUCE_OPS:
-            raise ValueError(f"Partial: reduce_op must be one of {', '.join(_REDUCE_OPS)}, got {self.reduce_op!r}")
+    def __new__(cls, reduce_op="sum"):
+        if reduce_op not in _REDUCE_OPS:
+            raise ValueError(f"Partial: reduce_op must be one of {', '.join(_REDUCE_OPS)}, got {reduce_op!r}")
+        return cls._intern(reduce_op)
 
     def _c(self):
         return _lib.Placement(_lib.DT_PARTIAL, 0, _REDUCE_OPS.index(self.reduce_op), -1)

@@ -15,7 +15,7 @@ import numpy as np
 
 from . import _lib
 from ._handle import Handle
-from .placements import default_orders, from_c, to_c
+from .placements import Placement, default_orders, from_c, to_c
 
 lib = _lib.lib
 _speedups = _lib.speedups  # None without the compiled fast paths
@@ -56,26 +56,35 @@ def _buffer(arr, dtype=None):
 
 def _convert(placements):
     arr, n = to_c(placements)
-    return arr, n, bytes(arr)
+    return arr, n
 
 
+# Bounded like _speedups.c's cache, and keyed alike: placements hash and compare in C (Note [Interned placements]).
 _convert_cached = lru_cache(maxsize=256)(_convert)
 
 
-def _converted(placements):
-    """(ctypes array, count, its bytes) for placements, cached per spec: redistribute in a loop converts nothing."""
-    if isinstance(placements, list):
+def _spec(placements):
+    """(ctypes array, count) for placements, cached per spec: redistribute in a loop converts nothing. The keys are
+    those of _speedups.c's spec_key: a list (as a tuple), a tuple, a str or one Placement; anything else is converted
+    each time."""
+    if type(placements) is list:
         placements = tuple(placements)
+    elif type(placements) not in (tuple, str) and not isinstance(placements, Placement):
+        return _convert(placements)
     try:
         return _convert_cached(placements)
     except TypeError:  # unhashable
         return _convert(placements)
 
 
-def _spec(placements):
-    """(ctypes array, count): what the ctypes calls take."""
-    arr, n, _ = _converted(placements)
-    return arr, n
+def _spec_bytes(placements):
+    """(the dt_placement_t array as bytes, count): how _speedups.c converts placements it has not cached."""
+    arr, n = _convert(placements)
+    return bytes(arr), n
+
+
+if _speedups is not None:
+    _speedups.set_placements(_spec_bytes, Placement)
 
 
 # ---- zero copy: NumPy arrays kept alive until the library releases them -------------------------------------------
@@ -198,16 +207,14 @@ def _new_handle():
     return ctypes.c_void_p()
 
 
-def _wrap(handle):
-    """A DTensor over a new handle, without __init__'s call chain (hot paths: redistribute in a loop)."""
-    t = DTensor.__new__(DTensor)
-    t._h = handle
-    return t
+# With the compiled fast paths, DTensor's handle, close(), release when collected, `with` and redistribute() are
+# _speedups.TensorBase's (C); without them, Handle's and the ctypes redistribute below. Both behave the same.
+_TensorBase = _speedups.TensorBase if _speedups is not None else Handle
 
 
-class DTensor(Handle):
+class DTensor(_TensorBase):
     """A distributed tensor. Made by distribute_tensor, DTensor.from_local, from_dlpack, ops and redistribute."""
-    _destroy = staticmethod(_speedups.destroy if _speedups is not None else lib.dt_tensor_destroy)
+    _destroy = staticmethod(lib.dt_tensor_destroy)  # Handle's (the ctypes path)
 
     # ---- construction
     @staticmethod
@@ -325,15 +332,15 @@ class DTensor(Handle):
         return self.to_local()
 
     # ---- redistribution
-    def redistribute(self, placements):
-        """A new DTensor with other placements (collective over the mesh; plans are cached)."""
-        if _speedups is not None and self._h is not None:  # the compiled fast path: the same C call without ctypes
-            _, n, raw = _converted(placements)
-            return _wrap(_speedups.redistribute(self._h, raw, n))
-        spec, n = _spec(placements)
-        h = ctypes.c_void_p()
-        lib.dt_tensor_redistribute(self._h, spec, n, h)  # ctypes passes h by reference (POINTER argtype)
-        return _wrap(h.value)
+    if _speedups is None:  # else TensorBase.redistribute: the same call in C
+        def redistribute(self, placements):
+            """A new DTensor with other placements (collective over the mesh; plans are cached)."""
+            spec, n = _spec(placements)
+            h = ctypes.c_void_p()
+            lib.dt_tensor_redistribute(self._h, spec, n, h)  # ctypes passes h by reference (POINTER argtype)
+            t = type(self).__new__(type(self))  # the caller's type, without __init__ (as TensorBase does)
+            t._h = h.value
+            return t
 
     def redistribute_async(self, placements):
         """The same, asynchronous: returns a Work whose wait() yields the DTensor (ranks wait in the same order)."""
