@@ -344,6 +344,20 @@ def case_errors():
         check(False, "bad text must fail")
     except dt.Error as e:
         check(e.status == 1, f"parse: {e}")
+    # A host's NCCL communicator and streams: what is checked without a GPU (nccl_adopt_test.cc runs on one).
+    check(dt.current_stream("cpu") is None, "the CPU has no current stream")
+    dt.set_stream("cpu", None)
+    for bad, kind, needle in ((lambda: dt.set_stream("cpu", 4096), dt.InvalidArgumentError, "has no streams"),
+                              (lambda: dt.set_stream("cpu", "s"), TypeError, "cudaStream_t"),
+                              (lambda: dt.set_stream("tpu", None), ValueError, "'cpu' or 'cuda[:i]'"),
+                              (lambda: dt.from_nccl(None), dt.InvalidArgumentError, "nccl_comm is NULL"),
+                              (lambda: dt.from_nccl(4096, timeout=float("inf")), dt.InvalidArgumentError,
+                               "timeout_s is inf")):
+        try:
+            bad()
+            check(False, f"must fail with {kind.__name__}: {needle}")
+        except kind as e:
+            check(needle in str(e), f"{kind.__name__} names what is wrong: {e}")
 
 
 def ctypes_redistribute(x, placements):

@@ -14,7 +14,7 @@ libdtensor.so (see _lib.py for how it is found).
 from .errors import (CudaError, DTensorTimeoutError, Error, InternalError, InvalidArgumentError, InvalidHandleError,
                      RemoteError, SystemError_, TimeoutError_, UnsupportedError)
 from .placements import Partial, Placement, Replicate, Shard, parse_placements, format_placements
-from .world import World, init, init_process_group, get_world, version
+from .world import World, init, init_process_group, get_world, version, from_nccl, set_stream, current_stream
 from .mesh import DeviceMesh
 from .tensor import DTensor, Work, distribute_tensor, from_dlpack, op, ops_list, layout_block, plan_describe
 from . import ops
@@ -27,6 +27,7 @@ __all__ = [
     "Error", "InvalidArgumentError", "UnsupportedError", "DTensorTimeoutError", "TimeoutError_", "RemoteError",
     "SystemError_", "CudaError", "InternalError", "InvalidHandleError", "Placement", "Shard", "Replicate", "Partial",
     "parse_placements", "format_placements", "World", "init", "init_process_group", "get_world", "version",
+    "from_nccl", "set_stream", "current_stream",
     "DeviceMesh", "DTensor", "Work", "distribute_tensor", "from_dlpack", "op", "ops", "ops_list", "layout_block",
     "plan_describe", "save_checkpoint", "load_checkpoint", "FsdpParamGroup",
 ]

@@ -63,6 +63,10 @@ class InitParams(Structure):
                 ("local_rank", c_int32), ("store_hosted", c_int32)]
 
 
+class NcclAdoptParams(Structure):
+    _fields_ = [("struct_size", c_size_t), ("timeout_s", c_double), ("may_abort", c_int32)]
+
+
 class FromLocalParams(Structure):
     _fields_ = [("struct_size", c_size_t), ("mode", c_int32), ("global_shape", POINTER(c_int64)),
                 ("global_ndim", c_int32), ("run_check", c_int32), ("release", RELEASE), ("release_context", c_void_p)]
@@ -129,6 +133,9 @@ _SIGNATURES = {
     "dt_comm_size": [_h, _p(c_int32)],
     "dt_comm_barrier": [_h],
     "dt_comm_destroy": [_h],
+    "dt_comm_from_nccl": [c_void_p, _p(NcclAdoptParams), _p(_h)],
+    "dt_set_stream": [Device, c_void_p],
+    "dt_get_stream": [Device, _p(c_void_p)],
     "dt_mesh_create": [_h, Device, _p(c_int64), c_int32, _p(c_char_p), _p(_h)],
     "dt_mesh_sub": [_h, _p(c_char_p), c_int32, _p(_h)],
     "dt_mesh_flatten": [_h, _p(c_char_p), c_int32, c_char_p, _p(_h)],
@@ -188,6 +195,7 @@ _RESTYPES = {
     "dt_cpu": (Device, []),
     "dt_cuda": (Device, [c_int32]),
     "dt_init_params_init": (None, [_p(InitParams)]),
+    "dt_nccl_adopt_params_init": (None, [_p(NcclAdoptParams)]),
     "dt_from_local_params_init": (None, [_p(FromLocalParams)]),
     "dt_fsdp_options_init": (None, [_p(FsdpOptions)]),
 }
@@ -225,6 +233,18 @@ def get_i32(func, handle):
     out = ctypes.c_int32()
     func(handle, ctypes.byref(out))
     return out.value
+
+
+def to_device(device):
+    """A dt_device_t from "cpu", "cuda", "cuda:i" (or a torch.device, whose str() reads so) or a Device."""
+    if isinstance(device, Device):
+        return device
+    kind, _, index = str(device).partition(":")
+    if kind == "cpu" and not index:
+        return lib.dt_cpu()
+    if kind == "cuda" and (not index or index.isdigit()):
+        return lib.dt_cuda(int(index or 0))
+    raise ValueError(f"dtensor: device must be 'cpu' or 'cuda[:i]', got {device!r}")
 
 
 def int64_array(values):

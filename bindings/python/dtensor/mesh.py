@@ -6,17 +6,6 @@ from ._handle import Handle
 from .world import get_world
 
 
-def _device(device):
-    if isinstance(device, _lib.Device):
-        return device
-    kind, _, index = str(device).partition(":")
-    if kind == "cpu":
-        return _lib.lib.dt_cpu()
-    if kind == "cuda":
-        return _lib.lib.dt_cuda(int(index or 0))
-    raise ValueError(f"DeviceMesh: device must be 'cpu' or 'cuda[:i]', got {device!r}")
-
-
 class DeviceMesh(Handle):
     """DeviceMesh(world or None, "cpu", (2, 2), ("dp", "tp")): ranks 0..n-1 of the world in row-major order.
     world None: the default world (joined from the launcher's environment on first use). Collective over the world.
@@ -33,7 +22,7 @@ class DeviceMesh(Handle):
         shape = tuple(int(s) for s in ((shape,) if isinstance(shape, int) else shape))
         names = _lib.cstr_array(dim_names) if dim_names is not None else None
         h = ctypes.c_void_p()
-        _lib.lib.dt_mesh_create(world.handle, _device(device), _lib.int64_array(shape), len(shape), names,
+        _lib.lib.dt_mesh_create(world.handle, _lib.to_device(device), _lib.int64_array(shape), len(shape), names,
                                 ctypes.byref(h))
         super().__init__(h.value)
         self._world = world  # the mesh's communicators live on; this only keeps the default world's object

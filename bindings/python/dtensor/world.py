@@ -65,6 +65,47 @@ def init(rank=0, world_size=1, store_host=None, store_port=0, secret=None, insec
     return _set_default(World(h.value))
 
 
+def from_nccl(nccl_comm, timeout=None, may_abort=False):
+    """A world over a host framework's NCCL communicator (an ncclComm_t, as an int address), which it keeps owning:
+    rank, size and GPU are the communicator's; DeviceMesh(world, "cuda:i", ...) issues dtensor's collectives on it.
+    dtensor never destroys it (destroy it after this world and everything made from it). timeout: seconds per call
+    (None: DT_TIMEOUT_S). may_abort: whether dtensor may ncclCommAbort it on a timeout or an NCCL error (the handle
+    is then freed); otherwise dtensor fails its own calls and the owner aborts it. It does not become the default
+    world."""
+    p = _lib.NcclAdoptParams()
+    _lib.lib.dt_nccl_adopt_params_init(ctypes.byref(p))
+    p.timeout_s = float(timeout) if timeout is not None else 0.0
+    p.may_abort = 1 if may_abort else 0
+    h = ctypes.c_void_p()
+    _lib.lib.dt_comm_from_nccl(nccl_comm, ctypes.byref(p), ctypes.byref(h))
+    return World(h.value)
+
+
+def _stream_address(stream):
+    if stream is None:
+        return None
+    address = getattr(stream, "cuda_stream", stream)  # torch.cuda.Stream: its cudaStream_t as an int
+    if not isinstance(address, int):
+        raise TypeError(f"dtensor.set_stream: a stream is a cudaStream_t address (int), an object with .cuda_stream "
+                        f"(torch.cuda.Stream) or None, got {type(stream).__name__}")
+    return address or None
+
+
+def set_stream(device, stream):
+    """Makes `stream` this thread's current stream of `device` ("cuda:i"): dtensor's work on that GPU from this
+    thread (copies, kernels, the order of collectives against the caller's buffers) is queued on it, e.g.
+    set_stream("cuda:0", torch.cuda.current_stream()). The new stream waits for the work queued on the previous one.
+    None: the legacy default stream. The CPU accepts only None."""
+    _lib.lib.dt_set_stream(_lib.to_device(device), _stream_address(stream))
+
+
+def current_stream(device):
+    """This thread's current stream of `device` as a cudaStream_t address (None: the legacy default stream)."""
+    out = ctypes.c_void_p()
+    _lib.lib.dt_get_stream(_lib.to_device(device), ctypes.byref(out))
+    return out.value
+
+
 def get_world():
     """The default world, joined from the environment on first use."""
     if _default is None or _default._h is None:
