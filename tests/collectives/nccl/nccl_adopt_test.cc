@@ -81,7 +81,7 @@ TEST(NcclAdopt, ATimeoutFailsDtensorsCallsButLeavesTheCommunicatorToItsOwner) {
     StreamBlocker block(s);  // the call waits for the caller's stream, past the timeout
     WorkPtr w = comm->all_reduce(buf.get(), buf.get(), 256, DType::f32, ReduceOp::kSum, Device::cuda(0), Stream{s});
     try {
-      w->wait();
+      w->wait(10s);  // the watchdog's 0.3 s deadline fails it first
       ADD_FAILURE() << "expected a TimeoutError";
     } catch (const TimeoutError& e) {
       EXPECT_NE(std::string(e.what()).find("must abort it"), std::string::npos) << e.what();
