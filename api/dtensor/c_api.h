@@ -193,6 +193,11 @@ DT_API dt_status_t dt_comm_from_nccl(void* nccl_comm, const dt_nccl_adopt_params
 DT_API dt_status_t dt_set_stream(dt_device_t device, void* cuda_stream);
 /* The calling thread's current stream of `device` (NULL: the legacy default stream). */
 DT_API dt_status_t dt_get_stream(dt_device_t device, void** cuda_stream);
+/* Makes cuda_stream (a cudaStream_t of `device`; NULL or DLPack's 1: the legacy default stream, 2: the per-thread
+ * default stream) wait for the work queued so far on the calling thread's current stream of `device`, on the device:
+ * the host does not wait. What a DLPack producer does for its consumer's stream before handing a CUDA block out. A
+ * CPU device accepts only NULL (and waits for nothing). */
+DT_API dt_status_t dt_stream_wait(dt_device_t device, void* cuda_stream);
 
 /* ---- meshes ---------------------------------------------------------------------------------------------------- */
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 
@@ -16,6 +17,10 @@
 
 using namespace dt;        // NOLINT: entry points are thin
 using namespace dt::capi;  // NOLINT
+
+namespace {
+constexpr uintptr_t kCudaStreamLegacy = 1;  // cudaStreamLegacy's value (cuda_runtime_api.h), DLPack's stream 1
+}  // namespace
 
 extern "C" {
 
@@ -56,6 +61,19 @@ dt_status_t dt_comm_from_nccl(void* nccl_comm, const dt_nccl_adopt_params_t* p, 
 
 dt_status_t dt_set_stream(dt_device_t device, void* cuda_stream) {
   return call("dt_set_stream", [&] { set_current_stream(to_device(device), Stream{cuda_stream}); });
+}
+
+dt_status_t dt_stream_wait(dt_device_t device, void* cuda_stream) {
+  return call("dt_stream_wait", [&] {
+    const Device d = to_device(device);
+    if (d.is_cpu()) {
+      DT_CHECK_ARG(cuda_stream == nullptr, "cpu has no streams, got stream ", cuda_stream);
+      return;
+    }
+    // The null Stream would mean the current stream (Note [Current streams]); the caller's NULL is the legacy one.
+    void* const target = cuda_stream != nullptr ? cuda_stream : reinterpret_cast<void*>(kCudaStreamLegacy);
+    Event::record(d, Stream{}).block(Stream{target});
+  });
 }
 
 dt_status_t dt_get_stream(dt_device_t device, void** cuda_stream) {

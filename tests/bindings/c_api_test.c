@@ -519,8 +519,11 @@ int main(int argc, char** argv) {
     EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "has no streams", dt_set_stream(dt_cpu(), &not_a_comm));
     EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "cuda_stream is NULL", dt_get_stream(dt_cpu(), NULL));
     EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "unknown device type 5", dt_set_stream(bad_device, NULL));
+    CHECK(dt_stream_wait(dt_cpu(), NULL));
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "has no streams", dt_stream_wait(dt_cpu(), &not_a_comm));
 #if !DT_TEST_HAS_CUDA
     EXPECT_STATUS(DT_ERR_UNSUPPORTED, "without CUDA", dt_set_stream(dt_cuda(0), NULL));
+    EXPECT_STATUS(DT_ERR_UNSUPPORTED, "without CUDA", dt_stream_wait(dt_cuda(0), NULL));
 #endif
   }
   {

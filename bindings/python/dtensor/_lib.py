@@ -136,6 +136,7 @@ _SIGNATURES = {
     "dt_comm_from_nccl": [c_void_p, _p(NcclAdoptParams), _p(_h)],
     "dt_set_stream": [Device, c_void_p],
     "dt_get_stream": [Device, _p(c_void_p)],
+    "dt_stream_wait": [Device, c_void_p],
     "dt_mesh_create": [_h, Device, _p(c_int64), c_int32, _p(c_char_p), _p(_h)],
     "dt_mesh_sub": [_h, _p(c_char_p), c_int32, _p(_h)],
     "dt_mesh_flatten": [_h, _p(c_char_p), c_int32, c_char_p, _p(_h)],

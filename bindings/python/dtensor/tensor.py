@@ -16,8 +16,10 @@ import numpy as np
 from . import _lib
 from ._handle import Handle
 from .placements import Placement, default_orders, from_c, to_c
+from .world import current_stream
 
 lib = _lib.lib
+_KDL_CUDA = 2  # DLDeviceType kDLCUDA
 _speedups = _lib.speedups  # None without the compiled fast paths
 
 # dt_dtype_t -> NumPy dtype. bfloat16 has no NumPy type: its blocks are raw uint16 (torch reads them as bf16).
@@ -354,6 +356,15 @@ class DTensor(_TensorBase):
         m = ctypes.POINTER(_lib.DLManagedTensorVersioned)()
         lib.dt_tensor_to_dlpack(self._h, _lib.DT_DLPACK_COPY if copy else 0, ctypes.byref(m))
         ptr = ctypes.cast(m, ctypes.c_void_p).value
+        d = m.contents.dl_tensor.device
+        if d.device_type == _KDL_CUDA and stream != -1:
+            # The DLPack protocol: the consumer's stream (None or 1: the legacy default stream, 2: the per-thread
+            # default stream, else a cudaStream_t) must see the block ready; -1 asks for no ordering.
+            try:
+                lib.dt_stream_wait(lib.dt_cuda(d.device_id), 1 if stream is None else stream)
+            except BaseException:
+                m.contents.deleter(m)
+                raise
         if max_version is not None and max_version[0] >= 1:
             return _api.PyCapsule_New(ptr, _VERSIONED, _DESTRUCTOR)
         return _legacy_capsule(m)
@@ -443,10 +454,15 @@ def from_dlpack(obj, mesh, placements, shape=None, copy=False, run_check=False):
     copy=True or the tensor is not contiguous or read-only. A torch tensor that requires grad is detached."""
     if hasattr(obj, "detach") and getattr(obj, "requires_grad", False):
         obj = obj.detach()
+    kwargs = {}
+    device = getattr(obj, "__dlpack_device__", lambda: (1, 0))()
+    if device[0] == _KDL_CUDA:
+        # The DLPack protocol: the producer orders its work before this thread's current stream, where dtensor works.
+        kwargs["stream"] = current_stream(f"cuda:{device[1]}") or 1
     try:
-        capsule = obj.__dlpack__(max_version=(1, 0))
+        capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)
     except TypeError:
-        capsule = obj.__dlpack__()
+        capsule = obj.__dlpack__(**kwargs)
     ptr = _versioned_ptr_from_capsule(capsule)
     spec, n = _spec(placements)
     params = _from_local_params(shape, run_check)
