@@ -64,8 +64,8 @@ void synchronize(const Device& device, Stream stream) {
   if (device.is_cpu()) return;
 #if defined(DT_WITH_CUDA)
   DeviceGuard guard(device);
-  DT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(resolve_stream(stream, device).handle)), "synchronize on ",
-                device);
+  DT_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(resolve_stream(stream, device).handle)),
+                "synchronize on ", device);
 #else
   (void)stream;
   check_device_usable(device);

@@ -355,8 +355,9 @@ void NcclState::abort(const std::string& cause, const NcclWork* timed_out) {
   if (aborted.exchange(true)) return;
   const std::string why =
       may_abort ? cause
-                : str_cat(cause, "; the communicator is its owner's (adopted): dtensor no longer uses it, and the owner "
-                                 "must abort it (ncclCommAbort) to stop its work on the GPU");
+                : str_cat(cause,
+                          "; the communicator is its owner's (adopted): dtensor no longer uses it, and the owner "
+                          "must abort it (ncclCommAbort) to stop its work on the GPU");
   {
     std::lock_guard<std::mutex> lock(reason_mu);
     reason = why;

@@ -1,5 +1,6 @@
 // Streams and events on the CPU (core/stream.h): every call is a no-op that reads as complete, and the CPU has no
-// current stream; a CUDA device in a build or process without CUDA is refused clearly. The device behaviour is tested in tests/gpu/stream_event_test.cc.
+// current stream; a CUDA device in a build or process without CUDA is refused clearly. The device behaviour is tested
+// in tests/gpu/stream_event_test.cc.
 #include "core/stream.h"
 
 #include <gtest/gtest.h>

@@ -18,10 +18,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-#define DT_TEST_NCCL(call)                                                  \
-  do {                                                                      \
-    ncclResult_t r_ = (call);                                               \
-    ASSERT_EQ(r_, ncclSuccess) << #call << ": " << ncclGetErrorString(r_);  \
+#define DT_TEST_NCCL(call)                                                 \
+  do {                                                                     \
+    ncclResult_t r_ = (call);                                              \
+    ASSERT_EQ(r_, ncclSuccess) << #call << ": " << ncclGetErrorString(r_); \
   } while (0)
 
 // The host's own communicator: one rank on cuda:0, made with plain NCCL (blocking, as most frameworks make them).
