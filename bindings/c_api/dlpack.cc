@@ -6,6 +6,7 @@ using namespace dt;        // NOLINT: entry points are thin
 using namespace dt::capi;  // NOLINT
 
 namespace dt::capi {
+dt_from_local_params_t from_local_params(const dt_from_local_params_t* p);
 dt_tensor_t tensor_from_local(const std::shared_ptr<MeshObject>& m, const Tensor& local,
                               const dt_placement_t* placements, int32_t n, const dt_from_local_params_t& q);
 }
@@ -122,9 +123,7 @@ dt_status_t dt_tensor_from_dlpack(dt_mesh_t mesh, DLManagedTensorVersioned* loca
     const Tensor view = Tensor::from_blob(data, shape, dtype, device, {}, strides);
     const bool copy = (flags & DT_DLPACK_COPY) || !view.is_contiguous() ||
                       (local->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
-    dt_from_local_params_t q;
-    dt_from_local_params_init(&q);
-    if (params != nullptr) std::memcpy(&q, params, std::min(params->struct_size, sizeof q));
+    const dt_from_local_params_t q = from_local_params(params);
     Tensor block;
     if (copy) {
       block = view.clone();  // the producer's memory is released when `owner` goes

@@ -47,13 +47,7 @@ dt_status_t dt_fsdp_group_create(dt_mesh_t mesh, const char* name, const char* c
     require_owner(*m, "dt_fsdp_group_create");
     require(out, "out");
     require_array(params, n, int64_t(1) << 20, "params");
-    dt_fsdp_options_t q;
-    dt_fsdp_options_init(&q);
-    if (options != nullptr) {
-      DT_CHECK_ARG(options->struct_size >= sizeof(size_t) + sizeof(int32_t), "options.struct_size is ",
-                   options->struct_size, ": set it with dt_fsdp_options_init");
-      std::memcpy(&q, options, std::min(options->struct_size, sizeof q));
-    }
+    const dt_fsdp_options_t q = read_params(options, &dt_fsdp_options_init, "options", "dt_fsdp_options_init");
     fsdp::FsdpOptions o;
     DT_CHECK_ARG(q.reshard_after_forward >= 0, "options.reshard_after_forward ", q.reshard_after_forward,
                  " (1 true, 0 false, k > 1 a share)");

@@ -8,14 +8,18 @@
 // Out-parameters are written only at the end of a body, so a failure leaves them untouched.
 #pragma once
 
+#include <dtensor/c_api.h>
+
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include <dtensor/c_api.h>
-
 #include "bindings/c_api/handles.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/tensor.h"
 #include "placement/sharding_spec.h"
 
@@ -47,6 +51,22 @@ dt_status_t call(const char* fn, F&& body) noexcept {
     set_last_error(std::string(fn) + ": internal error: an unknown exception");
     return DT_ERR_INTERNAL;
   }
+}
+
+// A caller's growable parameter struct (it starts with struct_size), read over the defaults `init` fills: the fields
+// its struct_size covers, while the others keep their defaults (an older caller's struct is shorter). NULL gives the
+// defaults. InvalidArgument when struct_size covers no field past itself (it was not set).
+template <typename P>
+P read_params(const P* p, void (*init)(P*), const char* what, const char* init_name) {
+  static_assert(offsetof(P, struct_size) == 0, "a growable parameter struct starts with struct_size");
+  P q;
+  init(&q);
+  if (p == nullptr) return q;
+  DT_CHECK_ARG(p->struct_size > sizeof(size_t), what, ".struct_size is ", p->struct_size,
+               ": set it to the struct's sizeof (", init_name, " does)");
+  std::memcpy(&q, p, std::min(p->struct_size, sizeof q));
+  q.struct_size = sizeof q;
+  return q;
 }
 
 // Throws InvalidArgument "<what> is NULL" when p is null.

@@ -34,13 +34,7 @@ dt_status_t dt_comm_from_nccl(void* nccl_comm, const dt_nccl_adopt_params_t* p, 
   return call("dt_comm_from_nccl", [&] {
     require(nccl_comm, "nccl_comm");
     require(out, "out");
-    dt_nccl_adopt_params_t q;
-    dt_nccl_adopt_params_init(&q);
-    if (p != nullptr) {
-      DT_CHECK_ARG(p->struct_size >= sizeof(size_t), "params.struct_size is ", p->struct_size,
-                   ": set it to sizeof(dt_nccl_adopt_params_t) (dt_nccl_adopt_params_init)");
-      std::memcpy(&q, p, std::min(p->struct_size, sizeof q));  // fields the caller does not know keep their defaults
-    }
+    const dt_nccl_adopt_params_t q = read_params(p, &dt_nccl_adopt_params_init, "params", "dt_nccl_adopt_params_init");
     DT_CHECK_ARG(q.may_abort == 0 || q.may_abort == 1, "params.may_abort is ", q.may_abort, " (0 or 1)");
     DT_CHECK_ARG(std::isfinite(q.timeout_s) && q.timeout_s < 1e9, "params.timeout_s is ", q.timeout_s,
                  " (seconds: a finite number below 1e9; <= 0 for the default)");

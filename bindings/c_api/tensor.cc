@@ -19,18 +19,6 @@ dt_tensor_t wrap_tensor(DTensor t, std::shared_ptr<MeshObject> mesh) {
   return make_handle<dt_tensor_t>(std::move(o));
 }
 
-dt_from_local_params_t from_local_params(const dt_from_local_params_t* p) {
-  dt_from_local_params_t q;
-  dt_from_local_params_init(&q);
-  if (p == nullptr) return q;
-  DT_CHECK_ARG(p->struct_size >= sizeof(size_t) + sizeof(int32_t), "params.struct_size is ", p->struct_size,
-               ": set it with dt_from_local_params_init");
-  std::memcpy(&q, p, std::min(p->struct_size, sizeof q));
-  q.struct_size = sizeof q;
-  DT_CHECK_ARG(q.mode == DT_COPY || q.mode == DT_ZERO_COPY, "params.mode ", q.mode, " (DT_COPY 0, DT_ZERO_COPY 1)");
-  return q;
-}
-
 // Calls a C release callback once, from the storage's deleter.
 Storage::Deleter release_of(void (*release)(void*), void* context) {
   if (release == nullptr) return {};
@@ -40,6 +28,13 @@ Storage::Deleter release_of(void (*release)(void*), void* context) {
 }  // namespace
 
 namespace dt::capi {
+
+// Shared with dlpack.cc: the caller's params (NULL: the defaults), checked.
+dt_from_local_params_t from_local_params(const dt_from_local_params_t* p) {
+  const dt_from_local_params_t q = read_params(p, &dt_from_local_params_init, "params", "dt_from_local_params_init");
+  DT_CHECK_ARG(q.mode == DT_COPY || q.mode == DT_ZERO_COPY, "params.mode ", q.mode, " (DT_COPY 0, DT_ZERO_COPY 1)");
+  return q;
+}
 
 // Shared with dlpack.cc: a DTensor from a local Tensor (already the caller's memory or a copy).
 dt_tensor_t tensor_from_local(const std::shared_ptr<MeshObject>& m, const Tensor& local, const dt_placement_t* placements,

@@ -72,12 +72,7 @@ dt_status_t dt_init(const dt_init_params_t* p, dt_comm_t* out) {
   return call("dt_init", [&] {
     require(p, "params");
     require(out, "out");
-    DT_CHECK_ARG(p->struct_size >= offsetof(dt_init_params_t, world_size) + sizeof(int32_t),
-                 "params.struct_size is ", p->struct_size, ": set it to sizeof(dt_init_params_t) (dt_init_params_init)");
-    dt_init_params_t q;
-    dt_init_params_init(&q);
-    std::memcpy(&q, p, std::min(p->struct_size, sizeof q));  // fields the caller does not know keep their defaults
-    q.struct_size = sizeof q;
+    const dt_init_params_t q = read_params(p, &dt_init_params_init, "params", "dt_init_params_init");
     DT_CHECK_ARG(q.world_size >= 1 && q.rank >= 0 && q.rank < q.world_size, "params: rank ", q.rank,
                  " of world_size ", q.world_size, " (need 0 <= rank < world_size)");
     DT_CHECK_ARG(q.store_port >= 0 && q.store_port < 65536, "params.store_port ", q.store_port, " is not a port");

@@ -352,6 +352,25 @@ int main(int argc, char** argv) {
     m->dl_tensor.data = malloc(4);
     EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "major version 9", dt_tensor_from_dlpack(mesh, m, spec, 1, NULL, 0, &from_dl));
     EXPECT(g_dl_deleted == 2);
+    {
+      /* Params read as dt_tensor_from_local reads them: an unset struct_size is refused, the tensor released. */
+      dt_from_local_params_t bad;
+      dt_from_local_params_init(&bad);
+      bad.struct_size = 0;
+      m = (DLManagedTensorVersioned*)calloc(1, sizeof *m);
+      m->version.major = 1;
+      m->deleter = dl_deleter;
+      m->dl_tensor.data = malloc(6 * sizeof(float));
+      m->dl_tensor.device.device_type = kDLCPU;
+      m->dl_tensor.ndim = 2;
+      m->dl_tensor.dtype.code = kDLFloat;
+      m->dl_tensor.dtype.bits = 32;
+      m->dl_tensor.dtype.lanes = 1;
+      m->dl_tensor.shape = dl_shape;
+      EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "params.struct_size is 0",
+                    dt_tensor_from_dlpack(mesh, m, spec, 1, &bad, 0, &from_dl));
+      EXPECT(g_dl_deleted == 3);
+    }
   }
 
   /* ---- checkpoints ---- */

@@ -183,14 +183,20 @@ def check_leftovers(res, save):
                 pass
 
 
-def check_death(args, rng, ref_dir, ref_cache, work, i, limits):
-    action, point = DEATH_ACTIONS[i % 4], DEATH_POINTS[(i // 4) % 5]
+def draw_fault(rng, i, actions, points, limits):
+    """Trial i's (action, point, victim, spec): every action at every point in turn, a random rank and occurrence."""
+    action, point = actions[i % len(actions)], points[(i // len(actions)) % len(points)]
     victim = rng.randrange(NPROC)
     n = rng.randint(1, max(1, limits[point]))
+    return action, point, victim, f"{victim}:{point}:{n}:{action}"
+
+
+def check_death(args, rng, ref_dir, ref_cache, work, i, limits):
+    action, point, victim, spec = draw_fault(rng, i, DEATH_ACTIONS, DEATH_POINTS, limits)
     async_save = rng.random() < 0.5
     save = os.path.join(work, f"t{i}")
     bound = args.timeout + 10
-    res, lines, t_fault = run_trial(args, "death", i, f"{victim}:{point}:{n}:{action}", save, async_save, limits)
+    res, lines, t_fault = run_trial(args, "death", i, spec, save, async_save, limits)
     if res["kind"] == "not fired":
         return res
     errors = rank_errors(lines)
@@ -237,12 +243,10 @@ def check_death(args, rng, ref_dir, ref_cache, work, i, limits):
 
 
 def check_hang(args, rng, work, i, limits):
-    action, point = HANG_ACTIONS[i % 2], HANG_POINTS[(i // 2) % 3]
-    victim = rng.randrange(NPROC)
-    n = rng.randint(1, max(1, limits[point]))
+    action, point, victim, spec = draw_fault(rng, i, HANG_ACTIONS, HANG_POINTS, limits)
     save = os.path.join(work, f"h{i}")
     bound = args.timeout + 10
-    res, lines, t_fault = run_trial(args, "hang", i, f"{victim}:{point}:{n}:{action}", save, False, limits)
+    res, lines, t_fault = run_trial(args, "hang", i, spec, save, False, limits)
     if res["kind"] == "not fired":
         return res
     errors = rank_errors(lines)
