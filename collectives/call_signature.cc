@@ -13,6 +13,7 @@ CallSignature CallSignature::of(const CollectiveArgs& a) {
   s.kind = a.kind;
   if (a.kind == CollectiveKind::kBarrier) return s;
   s.views = a.has_views();
+  s.segments = a.has_segments();
   s.count = a.kind == CollectiveKind::kAllToAllV || s.views ? 0 : a.count;
   s.dtype = a.dtype;
   if (reduces(a.kind)) s.op = a.op;
@@ -36,12 +37,13 @@ std::string CallSignature::describe() const {
   if (reduces(kind)) os << ", " << reduce_op_name(op);
   if (kind == CollectiveKind::kBroadcast) os << ", root=" << root;
   if (views) os << ", strided views";
+  if (segments) os << ", segments";
   os << ")";
   return os.str();
 }
 
 uint32_t CallSignature::digest() const {
-  uint32_t h = uint32_t(dtype) * 7u;
+  uint32_t h = uint32_t(dtype) * 7u + (segments ? 11u : 0u);
   if (reduces(kind)) h += uint32_t(op) * 3u + 1u;
   if (kind == CollectiveKind::kBroadcast) h += uint32_t(root) * 5u + 2u;
   return (h ^ (h >> 4) ^ (h >> 8)) & 0xFu;
@@ -50,7 +52,7 @@ uint32_t CallSignature::digest() const {
 void CallSignature::to_ints(int64_t* out) const {
   out[0] = int64_t(kind);
   out[1] = split;
-  out[2] = views;
+  out[2] = int64_t(views) | (int64_t(segments) << 1);
   out[3] = count;
   out[4] = int64_t(dtype);
   out[5] = int64_t(op);
@@ -61,7 +63,8 @@ CallSignature CallSignature::from_ints(const int64_t* in) {
   CallSignature s;
   s.kind = CollectiveKind(in[0]);
   s.split = in[1] != 0;
-  s.views = in[2] != 0;
+  s.views = (in[2] & 1) != 0;
+  s.segments = (in[2] & 2) != 0;
   s.count = in[3];
   s.dtype = DType(in[4]);
   s.op = ReduceOp(in[5]);

@@ -20,6 +20,7 @@ struct CallSignature {
   CollectiveKind kind = CollectiveKind::kBarrier;
   bool split = false;  // Communicator::split (then nothing else counts)
   bool views = false;  // the strided-views form of all_gather / all_to_all
+  bool segments = false;  // the segmented-blocks form of all_gather (count: the block's bytes, which must agree)
   int64_t count = 0;
   DType dtype = DType::f32;
   ReduceOp op = ReduceOp::kSum;
@@ -30,7 +31,7 @@ struct CallSignature {
 
   // "all_reduce(count=4, f32, sum)", "broadcast(count=4, f32, root=1)", "barrier()", "split()".
   std::string describe() const;
-  // A 4-bit digest of the fields beyond kind and count (dtype; reduce op; root): what the UCX tag carries.
+  // A 4-bit digest of the fields beyond kind and count (dtype; segments; reduce op; root): what the UCX tag carries.
   uint32_t digest() const;
   bool operator==(const CallSignature&) const = default;
 

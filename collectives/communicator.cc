@@ -52,7 +52,7 @@ int64_t span_of(const std::vector<int64_t>& counts, const std::vector<int64_t>& 
 
 int64_t CollectiveArgs::send_bytes(int group_size) const {
   const int64_t n = group_size, es = int64_t(elem_size());
-  if (has_views()) return 0;
+  if (has_views() || has_segments()) return 0;
   switch (kind) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kAllReduce:
@@ -73,7 +73,7 @@ int64_t CollectiveArgs::send_bytes(int group_size) const {
 
 int64_t CollectiveArgs::recv_bytes(int group_size) const {
   const int64_t n = group_size, es = int64_t(elem_size());
-  if (has_views()) return 0;
+  if (has_views() || has_segments()) return 0;
   switch (kind) {
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllReduce:
@@ -101,6 +101,7 @@ std::string CollectiveArgs::describe() const {
   if (kind == CollectiveKind::kSend || kind == CollectiveKind::kRecv) os << ", peer=" << peer;
   if (!device.is_cpu()) os << ", " << device;
   if (has_views()) os << ", strided views";
+  if (has_segments()) os << ", segments";
   os << ")";
   return os.str();
 }
@@ -167,6 +168,38 @@ CommunicatorPtr default_world() {
 
 // ---- validation ----
 
+namespace {
+
+// Note [Segmented blocks]: the lists' shapes, and each list sorted, in range and not overlapping.
+template <typename What>
+void validate_segments(const Communicator& comm, const CollectiveArgs& a, const What& what) {
+  const int n = comm.size();
+  DT_CHECK_ARG(comm.supports_segments(a.device), what(), ": segmented blocks on ", a.device,
+               " are not supported by the ", comm.backend_name(), " backend (stage into contiguous buffers)");
+  DT_CHECK_ARG(a.kind == CollectiveKind::kAllGather, what(), ": segmented blocks are for all_gather only");
+  DT_CHECK_ARG(a.dtype == DType::u8, what(), ": segmented blocks count bytes (u8), got ", dtype_name(a.dtype));
+  DT_CHECK_ARG(a.send_segments.size() == 1 && a.recv_segments.size() == size_t(n), what(), ": got ",
+               a.send_segments.size(), " send and ", a.recv_segments.size(), " recv segment lists, expected 1 and ", n);
+  auto check_list = [&](const std::vector<Segment>& list, const char* side, size_t j) {
+    int64_t end = 0;
+    for (size_t k = 0; k < list.size(); ++k) {
+      const Segment& s = list[k];
+      DT_CHECK_ARG(s.offset >= 0 && s.bytes >= 0 && s.offset <= a.count && s.bytes <= a.count - s.offset, what(), ": ",
+                   side, " segment ", k, " of list ", j, " spans [", s.offset, ", ", s.offset + s.bytes,
+                   "), outside the block of ", a.count, " bytes");
+      DT_CHECK_ARG(s.bytes == 0 || s.data != nullptr, what(), ": ", side, " segment ", k, " of list ", j,
+                   " has no address");
+      DT_CHECK_ARG(s.offset >= end, what(), ": ", side, " segment ", k, " of list ", j, " starts at ", s.offset,
+                   ", before the end of the previous one (", end, "): segments must be sorted and not overlap");
+      end = s.offset + s.bytes;
+    }
+  };
+  check_list(a.send_segments[0], "send", 0);
+  for (size_t j = 0; j < a.recv_segments.size(); ++j) check_list(a.recv_segments[j], "recv", j);
+}
+
+}  // namespace
+
 void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
   // Hot path: the description is only built when a check fails.
   auto what = [&] {
@@ -189,6 +222,10 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
   auto need = [&](const void* p, const char* name) {
     DT_CHECK_ARG(a.count == 0 || p != nullptr, what(), ": ", name, " buffer is null");
   };
+  if (a.has_segments()) {
+    validate_segments(comm, a, what);
+    return;
+  }
   if (a.has_views()) {
     DT_CHECK_ARG(comm.supports_views(a.device), what(), ": strided views on ", a.device, " are not supported by the ",
                  comm.backend_name(), " backend (stage into contiguous buffers)");
@@ -396,6 +433,14 @@ WorkPtr Communicator::all_gather_views(const kernels::StridedView& send, std::ve
     a.send_counts.push_back(send.numel());
     a.recv_counts.push_back(v.numel());
   }
+  return submit(a);
+}
+
+WorkPtr Communicator::all_gather_segments(std::vector<Segment> send, int64_t block_bytes,
+                                          std::vector<std::vector<Segment>> recv, Device device) {
+  CollectiveArgs a = args_for(CollectiveKind::kAllGather, nullptr, nullptr, block_bytes, DType::u8, device, {});
+  a.send_segments.push_back(std::move(send));
+  a.recv_segments = std::move(recv);
   return submit(a);
 }
 

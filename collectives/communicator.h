@@ -16,6 +16,7 @@
 //   send / recv     point to point with a peer (matched in call order per peer); post every send and recv of an
 //                   exchange before waiting on any of them (NCCL issues them together at the first wait)
 //   *_views         strided views instead of buffers (see "strided views" below)
+//   *_segments      blocks made of byte segments scattered over many buffers (see "segmented blocks" below)
 // ReduceOp::kAvg divides the sum by the group size (integers: truncating, like ncclAvg).
 //
 // Note [Strided views]
@@ -26,6 +27,20 @@
 // iovecs (the receiver reads the sender's rows straight into its own rows: one copy, as for contiguous data), the
 // thread backend copies view to view. Backends without a direct path report supports_views() == false and callers
 // stage (dtensor's transitions do).
+//
+// Note [Segmented blocks]
+// FSDP gathers a group of parameters with one all-gather: each rank's block is its shards of every parameter, one
+// after the other (padded), and each rank's rows of a parameter belong in that parameter's own storage. Through
+// contiguous buffers that costs a copy-in of the shards into the block and a copy-out of the gathered blocks into
+// the parameters, each as large as the data moved, on a host where memory bandwidth is the step's budget. The
+// *_segments calls take the blocks as lists of byte segments instead: a segment is (offset in the block, bytes,
+// address in this process). A rank's send segments make up its block (bytes no segment covers read as zeros); its
+// recv segments for rank j say where pieces of j's block go (bytes no segment names are dropped). The UCX backend
+// moves them between processes of one host with process_vm_readv from the sender's segments straight into the
+// receiver's (Note [Direct segment reads] in collectives/ucx/segments.h): no copy-in, no copy-out. Every rank passes
+// the same number of send segments per block; within a list, segments are sorted by offset and do not overlap; the
+// send segments must stay unchanged, and the recv memory untouched, until the call completes. Backends without
+// a direct path report supports_segments() == false and callers stage through contiguous buffers.
 //
 // Note [One funnel]
 // The public methods only marshal their arguments into CollectiveArgs and call submit(), the single function that
@@ -66,6 +81,13 @@ enum class CollectiveKind : uint8_t {
 };
 const char* collective_kind_name(CollectiveKind kind);
 
+// A piece of a rank's block in this process's memory (Note [Segmented blocks]).
+struct Segment {
+  int64_t offset = 0;  // bytes into the block
+  int64_t bytes = 0;
+  void* data = nullptr;  // read for a send segment, written for a recv segment
+};
+
 struct CollectiveArgs {
   CollectiveKind kind = CollectiveKind::kBarrier;
   const void* send = nullptr;
@@ -82,9 +104,13 @@ struct CollectiveArgs {
   // When present they replace send/recv; count is the elements this rank sends (all_gather: its one block), and
   // send_counts / recv_counts hold the views' element counts.
   std::vector<kernels::StridedView> send_views, recv_views;
+  // Segmented blocks (Note [Segmented blocks]; all_gather_segments: one send list, one recv list per rank). When
+  // present they replace send/recv; dtype is u8 and count the bytes of one block.
+  std::vector<std::vector<Segment>> send_segments, recv_segments;
 
   size_t elem_size() const { return dtype_size(dtype); }
   bool has_views() const { return !recv_views.empty(); }
+  bool has_segments() const { return !recv_segments.empty(); }
   bool in_place() const;
   // The bytes this rank's send (recv) buffer spans in a group of `group_size`, by the layouts above (all_to_allv:
   // up to the end of its last non-empty block; 0 for a side the call has no buffer on, and for strided views).
@@ -110,6 +136,8 @@ class Communicator {
   virtual std::shared_ptr<Communicator> split(int color, int key) = 0;
   // Whether the *_views calls accept buffers on `device` (Note [Strided views]).
   virtual bool supports_views(const Device& /*device*/) const { return false; }
+  // Whether the *_segments calls accept buffers on `device` (Note [Segmented blocks]).
+  virtual bool supports_segments(const Device& /*device*/) const { return false; }
   // The device this communicator's own metadata travels on (collectives/exchange.h): the CPU for host backends, the
   // communicator's GPU for NCCL, which accepts no host buffer.
   virtual Device home_device() const { return Device::cpu(); }
@@ -151,6 +179,12 @@ class Communicator {
   WorkPtr all_gather_views(const kernels::StridedView& send, std::vector<kernels::StridedView> recv, Device device);
   WorkPtr all_to_all_views(std::vector<kernels::StridedView> send, std::vector<kernels::StridedView> recv,
                            Device device);
+
+  // ---- segmented blocks (Note [Segmented blocks]) ----
+  // all_gather_segments: this rank's block of `block_bytes` bytes is made of `send`; recv[j] places the pieces of
+  // rank j's block.
+  WorkPtr all_gather_segments(std::vector<Segment> send, int64_t block_bytes, std::vector<std::vector<Segment>> recv,
+                              Device device);
 
   // The funnel (Note [One funnel]). Public so that layers above can issue prepared arguments.
   WorkPtr submit(const CollectiveArgs& args);

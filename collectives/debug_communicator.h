@@ -33,6 +33,7 @@ class DebugCommunicator final : public Communicator {
   // Splits the wrapped communicator; the new group is wrapped too.
   std::shared_ptr<Communicator> split(int color, int key) override;
   bool supports_views(const Device& device) const override { return inner_->supports_views(device); }
+  bool supports_segments(const Device& device) const override { return inner_->supports_segments(device); }
   Device home_device() const override { return inner_->home_device(); }
   Work::Duration timeout() const override { return inner_->timeout(); }
 

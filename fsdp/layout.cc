@@ -117,12 +117,13 @@ GroupLayout make_group_layout(const std::vector<std::string>& names, const std::
   }
   // All-gather slot: runs of one param_dtype, each starting aligned.
   for (size_t i = 0; i < g.params.size(); ++i) {
-    const ParamLayout& p = g.params[i];
+    ParamLayout& p = g.params[i];
     if (g.runs.empty() || g.runs.back().dtype != p.param_dtype) {
       g.slot_bytes = round_up(g.slot_bytes, kAlign);
       g.runs.push_back(SlotRun{i, i, p.param_dtype, g.slot_bytes});
     }
     g.runs.back().last = i + 1;
+    p.slot_byte_offset = g.slot_bytes;
     g.slot_bytes += p.padded_numel * int64_t(dtype_size(p.param_dtype));
   }
   g.slot_bytes = round_up(g.slot_bytes, kAlign);

@@ -27,6 +27,7 @@ struct ParamLayout {
   // Dim 0 of the unsharded local block over the shard dim: `rows` rows of `row_numel` elements, chunks of `chunk`.
   int64_t rows = 0, row_numel = 1, chunk = 0, shard_size = 1;
   int64_t padded_numel = 0;         // the parameter's region in an all-gather slot (param_dtype elements)
+  int64_t slot_byte_offset = 0;     // where that region starts in the slot
   int64_t reduce_padded_numel = 0;  // its region in a reduce-scatter slot (reduce_dtype elements)
   // The shard: its mesh (the FSDP mesh, or the mesh both come from), spec and this rank's block shape.
   DeviceMesh shard_mesh;

@@ -118,6 +118,8 @@ struct ParamGroup::Impl {
   Tensor gathered;        // the all-gather buffer (S slots of layout.slot_bytes), while unsharding
   Tensor kept;            // the post-forward share (S/k slots), between a post-forward reshard and the next unshard
   Pending gather;
+  bool segmented =
+      false;  // the gather in flight writes straight into the storages (Note [Gathering into the parameters])
   EngineStreams streams;
   CommunicatorPtr shard_comm, replicate_comm, post_forward_comm;
   // Gradients.
@@ -206,6 +208,49 @@ int64_t ParamGroup::unsharded_bytes() const {
 
 // ---- unshard ----
 
+// Note [Gathering into the parameters]
+// On a host, copy-in and copy-out each move as many bytes as the all-gather: with the reduce-scatter's copy-in they
+// were a tenth of a 2-process FSDP step of the MLP benchmark at batch 2 (perf: split_copy and chunk_cat). When the
+// shard communicator takes segmented blocks (Note [Segmented blocks] in collectives/communicator.h; UCX on the CPU)
+// the group is gathered with all_gather_segments instead: this rank's block is its shards, each at its region of the
+// slot (the shards themselves when they are already param_dtype on the group's device, else one slot staged by
+// copy-in), and rank r's block lands with every parameter's rows of r at their place in the parameter's storage:
+// the padding is never sent into a parameter, and the storages are filled by the collective itself (between
+// processes of one host: process_vm_readv from the peers' shards). The storages are sized at unshard, and the
+// shards must stay unchanged until wait_for_unshard (the engine's own calls keep to that: reshard and the next
+// unshard wait first). The post-forward share (reshard_after_forward = k) keeps the flat path.
+bool ParamGroup::shards_are_the_slot() const {
+  const Device dev = mesh_.device();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& shard = params_[i].to_local();
+    if (!(shard.device() == dev) || shard.dtype() != impl_->layout.params[i].param_dtype || !shard.is_contiguous())
+      return false;
+  }
+  return true;
+}
+
+void ParamGroup::copy_in(uint8_t* slot, Stream stream) {
+  const GroupLayout& L = impl_->layout;
+  const Device dev = mesh_.device();
+  for (const SlotRun& run : L.runs) {
+    std::vector<kernels::StridedView> in;
+    std::vector<int64_t> padded;
+    std::vector<Tensor> staged;  // cpu_offload: the host shards, copied to the device first
+    for (size_t i = run.first; i < run.last; ++i) {
+      const Tensor& shard = params_[i].to_local();
+      if (!(shard.device() == dev)) {
+        staged.push_back(shard.to(dev, stream));
+        record_use(staged.back(), stream);
+      } else {
+        record_use(shard, stream);
+      }
+      in.push_back(kernels::view_of(shard.device() == dev ? shard : staged.back()));
+      padded.push_back(L.params[i].padded_numel);
+    }
+    kernels::chunk_cat(in, slot + run.byte_offset, run.dtype, padded, dev, stream);
+  }
+}
+
 void ParamGroup::unshard(bool async) {
   Impl& m = *impl_;
   if (state_ == State::kUnsharded) return;
@@ -217,42 +262,61 @@ void ParamGroup::unshard(bool async) {
   const int64_t S = L.shard_size;
   const Device dev = mesh_.device();
   const Stream ag = m.streams.all_gather;
-  {
-    MemoryKindScope kind(MemoryKind::kCommBuffers);
-    m.gathered = Tensor::empty({S * L.slot_bytes}, DType::u8, dev);
-  }
-  record_use(m.gathered, ag);
   // The shards (or the kept share) as the caller's stream left them (Note [FSDP streams]).
   Event::record(dev, Stream{}).block(ag);
   if (state_ == State::kPostForward) {
+    m.segmented = false;
+    {
+      MemoryKindScope kind(MemoryKind::kCommBuffers);
+      m.gathered = Tensor::empty({S * L.slot_bytes}, DType::u8, dev);
+    }
+    record_use(m.gathered, ag);
     // This rank kept S/k slots: gathering them over its k ranks restores all S slots in order.
     const int64_t share = int64_t(m.kept.numel());
     record_use(m.kept, ag);
     m.gather.start(m.post_forward_comm->all_gather(m.kept.data_ptr(), m.gathered.data_ptr(), share, DType::u8, dev,
                                                    ag),
                    share, &CommStats::all_gathers);
-  } else {
-    const int64_t rank = m.shard_comm->rank();
-    const int64_t base = rank * L.slot_bytes;
-    for (const SlotRun& run : L.runs) {
-      std::vector<kernels::StridedView> in;
-      std::vector<int64_t> padded;
-      std::vector<Tensor> staged;  // cpu_offload: the host shards, copied to the device first
-      for (size_t i = run.first; i < run.last; ++i) {
+  } else if (m.shard_comm->supports_segments(dev)) {
+    // Note [Gathering into the parameters]
+    m.segmented = true;
+    for (size_t i = 0; i < L.params.size(); ++i)
+      m.storages[i]->resize(size_t(L.params[i].unsharded_numel()) * dtype_size(L.params[i].param_dtype));
+    std::vector<Segment> send;
+    if (shards_are_the_slot()) {
+      for (size_t i = 0; i < L.params.size(); ++i) {
         const Tensor& shard = params_[i].to_local();
-        if (!(shard.device() == dev)) {
-          staged.push_back(shard.to(dev, ag));
-          record_use(staged.back(), ag);
-        } else {
-          record_use(shard, ag);
-        }
-        in.push_back(kernels::view_of(shard.device() == dev ? shard : staged.back()));
-        padded.push_back(L.params[i].padded_numel);
+        send.push_back(Segment{L.params[i].slot_byte_offset, int64_t(shard.nbytes()), shard.data_ptr()});
       }
-      kernels::chunk_cat(in, static_cast<uint8_t*>(m.gathered.data_ptr()) + base + run.byte_offset, run.dtype,
-                         padded, dev, ag);
+    } else {
+      {
+        MemoryKindScope kind(MemoryKind::kCommBuffers);
+        m.gathered = Tensor::empty({L.slot_bytes}, DType::u8, dev);
+      }
+      copy_in(static_cast<uint8_t*>(m.gathered.data_ptr()), ag);
+      send.push_back(Segment{0, L.slot_bytes, m.gathered.data_ptr()});
     }
-    uint8_t* slot = static_cast<uint8_t*>(m.gathered.data_ptr()) + base;
+    std::vector<std::vector<Segment>> recv(static_cast<size_t>(S));
+    for (int64_t r = 0; r < S; ++r) {
+      for (size_t i = 0; i < L.params.size(); ++i) {
+        const ParamLayout& p = L.params[i];
+        const IndexRange rows = p.rows_of(r);
+        const int64_t row_bytes = p.row_numel * int64_t(dtype_size(p.param_dtype));
+        recv[size_t(r)].push_back(Segment{p.slot_byte_offset, rows.size() * row_bytes,
+                                          static_cast<uint8_t*>(m.storages[i]->data()) + rows.begin * row_bytes});
+      }
+    }
+    m.gather.start(m.shard_comm->all_gather_segments(std::move(send), L.slot_bytes, std::move(recv), dev), L.slot_bytes,
+                   &CommStats::all_gathers);
+  } else {
+    m.segmented = false;
+    {
+      MemoryKindScope kind(MemoryKind::kCommBuffers);
+      m.gathered = Tensor::empty({S * L.slot_bytes}, DType::u8, dev);
+    }
+    record_use(m.gathered, ag);
+    uint8_t* slot = static_cast<uint8_t*>(m.gathered.data_ptr()) + m.shard_comm->rank() * L.slot_bytes;
+    copy_in(slot, ag);
     m.gather.start(m.shard_comm->all_gather(slot, m.gathered.data_ptr(), L.slot_bytes, DType::u8, dev, ag),
                    L.slot_bytes, &CommStats::all_gathers);
   }
@@ -266,6 +330,11 @@ void ParamGroup::wait_for_unshard() {
   if (state_ != State::kUnsharding) unshard(/*async=*/true);
   m.gather.finish(Stream{}, mesh_.device());  // the copy-out below runs on the caller's stream, after the gather
   m.kept = Tensor();
+  if (m.segmented) {  // gathered straight into the parameters
+    m.gathered = Tensor();
+    state_ = State::kUnsharded;
+    return;
+  }
   // Copy-out: rank r's rows of parameter i sit at the start of its region in slot r.
   const GroupLayout& L = m.layout;
   for (size_t i = 0; i < L.params.size(); ++i)

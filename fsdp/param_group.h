@@ -8,6 +8,8 @@
 //   unshard(async)      copy-in: each shard (cast to param_dtype) into this rank's slot of one flat buffer; one
 //                       all-gather of the group, as bytes
 //   wait_for_unshard()  copy-out: each parameter's rows from every rank's slot into its unsharded storage
+//                       (a communicator with segmented blocks gathers straight from the shards into the storages
+//                       instead: Note [Gathering into the parameters] in param_group.cc)
 //   reshard()           frees the unsharded storages (or keeps the post-forward share, reshard_after_forward = k)
 //   unshard / wait      again before backward
 //   accumulate_grad(i)  each parameter's unsharded gradient as it is complete
@@ -100,6 +102,12 @@ class ParamGroup {
   struct Impl;
 
  private:
+  // Copy-in: every shard (cast to param_dtype, padded) into this rank's slot at `slot`, on `stream`.
+  void copy_in(uint8_t* slot, Stream stream);
+  // Whether every shard is already what its region of this rank's slot would hold (param_dtype, on the group's
+  // device, contiguous): then the gather sends the shards themselves.
+  bool shards_are_the_slot() const;
+
   std::string name_;
   DeviceMesh mesh_;
   FsdpOptions options_;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "collectives/debug_communicator.h"
+#include "collectives/segment_walk.h"
 #include "collectives/thread/thread_group.h"
 #include "core/error.h"
 #include "core/logging.h"
@@ -263,6 +264,13 @@ void ThreadCommunicator::run_collective(RankOp& op, Clock::time_point deadline) 
   try {
     if (!op.is_split && op.args.has_views()) {
       copy_views(op.args, peers);
+    } else if (!op.is_split && op.args.has_segments()) {
+      // Each peer's send segments into this rank's recv segments for it (only this rank's outputs are written).
+      for (int j = 0; j < size(); ++j) {
+        const std::vector<Segment>& from = peers[size_t(j)]->args.send_segments[0];
+        const std::vector<Segment>& to = op.args.recv_segments[size_t(j)];
+        copy_segments(from.data(), int64_t(from.size()), to.data(), int64_t(to.size()));
+      }
     } else if (!op.is_split) {
       const CollectiveArgs& a = op.args;
       const int n = size();

@@ -58,6 +58,8 @@ struct ThreadCommOptions {
   Work::Duration timeout = default_timeout();
   // Whether the *_views calls are accepted (tests turn it off to exercise the callers' staging paths).
   bool strided_views = true;
+  // Whether the *_segments calls are accepted (likewise).
+  bool segments = true;
 };
 
 class ThreadCommunicator final : public Communicator {
@@ -73,6 +75,7 @@ class ThreadCommunicator final : public Communicator {
   std::string backend_name() const override { return "thread"; }
   bool supports(const Device& device) const override { return device.is_cpu(); }
   bool supports_views(const Device& device) const override { return options_.strided_views && device.is_cpu(); }
+  bool supports_segments(const Device& device) const override { return options_.segments && device.is_cpu(); }
   std::vector<int> global_ranks() const override;
   std::shared_ptr<Communicator> split(int color, int key) override;
   Work::Duration timeout() const override { return options_.timeout; }

@@ -452,6 +452,10 @@ std::vector<ByteRange> op_ranges(const CollectiveArgs& a, int n) {
     for (const auto& v : a.recv_views) add_view(v);
     return out;
   }
+  for (const auto& list : a.send_segments)
+    for (const Segment& s : list) add(s.data, s.bytes);
+  for (const auto& list : a.recv_segments)
+    for (const Segment& s : list) add(s.data, s.bytes);
   add(a.send, a.send_bytes(n));
   add(a.recv, a.recv_bytes(n));
   return out;

@@ -27,6 +27,10 @@ const AlgorithmDesc kTable[] = {
      [](const SelectionInput& in, const UcxTuning&) { return in.views; },
      [](const SelectionInput& in) { return in.views; }, "a call with strided views", true, false,
      [](UcxOp& op, int64_t, const UcxTuning& t) { build_views(op, t.direct_min_bytes); }},
+    {"segments", bit(CollectiveKind::kAllGather),
+     [](const SelectionInput& in, const UcxTuning&) { return in.segments; },
+     [](const SelectionInput& in) { return in.segments; }, "a call with segmented blocks", true, false,
+     [](UcxOp& op, int64_t, const UcxTuning& t) { build_segments(op, t.direct_min_bytes); }},
     {"local", kAllCollectives, [](const SelectionInput& in, const UcxTuning&) { return in.group_size == 1; },
      [](const SelectionInput& in) { return in.group_size == 1; }, "a group of one", true, false,
      [](UcxOp& op, int64_t, const UcxTuning&) { build_local(op); }},
@@ -129,7 +133,8 @@ void UcxTuning::force_algorithms(std::string_view spec) {
 AlgorithmChoice select_algorithm(const SelectionInput& in, const UcxTuning& t) {
   for (const AlgorithmDesc& d : kTable)
     if (d.fixed && d.serves(in.kind) && d.admits(in, t)) return choice(d, t);
-  DT_ASSERT(!in.views, "no UCX algorithm takes strided views for ", collective_kind_name(in.kind));
+  DT_ASSERT(!in.views && !in.segments, "no UCX algorithm takes strided views or segments for ",
+            collective_kind_name(in.kind));
   if (const AlgorithmDesc* f = t.forced[size_t(in.kind)]) {
     if (f->can_run != nullptr && !f->can_run(in))
       DT_THROW(Unsupported, "the UCX algorithm '", f->name, "' forced for ", collective_kind_name(in.kind),

@@ -32,6 +32,7 @@ struct SelectionInput {
   int group_size = 1;
   bool one_host = false;  // every member lives on this host and direct copies are allowed
   bool views = false;     // strided views instead of buffers
+  bool segments = false;  // segmented blocks instead of buffers
 };
 
 struct AlgorithmDesc {

@@ -133,14 +133,14 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
   // still exchanges its (empty) messages, so that a peer calling with elements is told of the mismatch by the
   // length checks at once instead of waiting out its deadline.
   const bool nothing =
-      st.size == 1 && (a.kind == CollectiveKind::kBarrier ||
-                       (!p2p && a.kind != CollectiveKind::kAllToAllV && !a.has_views() && a.count == 0));
+      st.size == 1 && (a.kind == CollectiveKind::kBarrier || (!p2p && a.kind != CollectiveKind::kAllToAllV &&
+                                                              !a.has_views() && !a.has_segments() && a.count == 0));
   if (nothing) return completed_work(desc());
 
   auto op = std::make_shared<UcxOp>(&w, state_, a, seq, st.timeout, Clock::now());
   ucx::AlgorithmChoice choice;
   try {
-    choice = ucx::select_algorithm({a.kind, bytes, st.size, st.one_host, a.has_views()}, st.tuning);
+    choice = ucx::select_algorithm({a.kind, bytes, st.size, st.one_host, a.has_views(), a.has_segments()}, st.tuning);
     choice.algorithm->build(*op, choice.chunk_bytes, st.tuning);
   } catch (const Error& e) {
     // This rank will not take part: the others would wait for it, so fail the group now.

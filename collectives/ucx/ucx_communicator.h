@@ -33,6 +33,7 @@ class UcxCommunicator final : public Communicator {
   std::string backend_name() const override { return "ucx"; }
   bool supports(const Device& device) const override;
   bool supports_views(const Device& device) const override { return device.is_cpu(); }
+  bool supports_segments(const Device& device) const override { return device.is_cpu(); }
   std::vector<int> global_ranks() const override;
   // Collective over this group. The new group shares this process's UCX worker; its calls never match this
   // group's (the tag carries a communicator id taken from the store).

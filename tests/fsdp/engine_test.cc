@@ -47,8 +47,20 @@ std::vector<std::string> names_of(const std::vector<Param>& params) {
 // The gradient rank r hands in for parameter i.
 Tensor grad_of(const Param& p, size_t i, int64_t rank) { return Tensor::randn(p.shape, 1000 + 17 * i + rank, p.dtype); }
 
-TEST(FsdpEngine, ShardsGatherAndRefillUnevenParameters) {
-  op_test::on_mesh({3}, [](const DeviceMesh& mesh) {
+// Runs fn on a 1-d mesh of n threads whose communicators take segmented blocks (the engine gathers straight into
+// the parameters: Note [Gathering into the parameters]) or not (copy-in, flat all-gather, copy-out).
+void on_threads(int n, bool segments, const std::function<void(const DeviceMesh&)>& fn) {
+  run_threads(
+      n, [&](CommunicatorPtr world) { fn(DeviceMesh::create(world, Device::cpu(), {n})); },
+      ThreadCommOptions{.segments = segments});
+}
+
+class FsdpGather : public testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(Paths, FsdpGather, testing::Values(true, false),
+                         [](const auto& info) { return info.param ? "Segments" : "Flat"; });
+
+TEST_P(FsdpGather, ShardsGatherAndRefillUnevenParameters) {
+  on_threads(3, GetParam(), [](const DeviceMesh& mesh) {
     ParamGroup g("group", names_of(kParams), replicated(mesh, kParams), mesh, {});
     const int64_t r = mesh.local_rank(0);
     for (size_t i = 0; i < kParams.size(); ++i) {
@@ -137,8 +149,8 @@ TEST(FsdpEngine, HsdpReducesOverShardThenReplicate) {
   });
 }
 
-TEST(FsdpEngine, MixedPrecisionGathersAndReducesInTheirDtypes) {
-  op_test::on_mesh({2}, [](const DeviceMesh& mesh) {
+TEST_P(FsdpGather, MixedPrecisionGathersAndReducesInTheirDtypes) {
+  on_threads(2, GetParam(), [](const DeviceMesh& mesh) {
     fsdp::FsdpOptions o;
     o.mp_policy.param_dtype = DType::bf16;
     o.mp_policy.reduce_dtype = DType::f32;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <memory>
 #include <numeric>
+#include <random>
 #include <thread>
 
 #include "collectives/process_group.h"
@@ -515,6 +516,134 @@ TEST(UcxCollectives, StridedViewsMismatchedCounts) {
     } catch (const Error& e) {
       if (r == 1) {
         EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
+      }
+    }
+  }
+  c.barrier()->wait();
+}
+
+// Segmented blocks (Note [Segmented blocks]): random cases, each rank's block made of random send segments (gaps read
+// as zeros) in buffers of their own, and random recv segments per sender into an output buffer at the block's
+// offsets, so that the bytes no recv segment names must keep their sentinel. Every rank draws every rank's segments
+// from the same seeds, so each checks its own result against the blocks it rebuilds. Thresholds: the default, always
+// direct reads, never (packed messages).
+namespace seg {
+
+// Sorted, non-overlapping random segments in [0, block): `count` of them (some empty), with gaps.
+std::vector<std::pair<int64_t, int64_t>> draw(std::mt19937_64& rng, int64_t block, int count) {
+  std::vector<int64_t> cuts;
+  for (int i = 0; i < 2 * count; ++i) cuts.push_back(block ? int64_t(rng() % uint64_t(block + 1)) : 0);
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int i = 0; i < count; ++i) out.emplace_back(cuts[size_t(2 * i)], cuts[size_t(2 * i + 1)] - cuts[size_t(2 * i)]);
+  return out;
+}
+
+struct Sender {
+  std::vector<std::pair<int64_t, int64_t>> segs;
+  std::vector<std::vector<uint8_t>> data;  // one buffer per segment
+  std::vector<uint8_t> block;              // the block they make (gaps zero)
+};
+
+Sender sender(uint64_t seed, int rank, int64_t block, int count) {
+  std::mt19937_64 rng(seed * 1000003u + uint64_t(rank));
+  Sender s;
+  s.segs = draw(rng, block, count);
+  s.block.assign(size_t(block), 0);
+  for (const auto& [off, bytes] : s.segs) {
+    std::vector<uint8_t> d(static_cast<size_t>(bytes));
+    for (auto& b : d) b = uint8_t(rng());
+    std::copy(d.begin(), d.end(), s.block.begin() + off);
+    s.data.push_back(std::move(d));
+  }
+  return s;
+}
+
+std::vector<Segment> send_list(Sender& s) {
+  std::vector<Segment> out;
+  for (size_t k = 0; k < s.segs.size(); ++k)
+    out.push_back(Segment{s.segs[k].first, s.segs[k].second, s.data[k].empty() ? nullptr : s.data[k].data()});
+  return out;
+}
+
+}  // namespace seg
+
+TEST(UcxCollectives, SegmentedBlocks) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  EXPECT_TRUE(c.supports_segments(Device::cpu()));
+  constexpr uint8_t kSentinel = 0xAB;
+  for (int64_t threshold : {int64_t(32) << 10, int64_t(0), int64_t(-1)}) {
+    ucx::UcxTuning t = g_comm->tuning();
+    t.direct_min_bytes = threshold;
+    TuningScope scope(t);
+    std::mt19937_64 cases(9000 + uint64_t(threshold + 1));
+    for (int trial = 0; trial < 24; ++trial) {
+      const int64_t block = trial == 0 ? 0 : int64_t(cases() % (trial % 3 == 0 ? 300000 : 4000));
+      const int count = int(cases() % 7);  // the same number of send segments on every rank
+      const uint64_t seed = cases();
+      std::vector<seg::Sender> senders;
+      for (int j = 0; j < n; ++j) senders.push_back(seg::sender(seed, j, block, count));
+      std::vector<std::vector<uint8_t>> out(size_t(n), std::vector<uint8_t>(size_t(block) + 1, kSentinel));
+      std::vector<std::vector<Segment>> recv(static_cast<size_t>(n));
+      std::mt19937_64 rng(seed ^ (uint64_t(r + 1) << 40));
+      for (int j = 0; j < n; ++j)
+        for (const auto& [off, bytes] : seg::draw(rng, block, int(rng() % 6)))
+          recv[size_t(j)].push_back(Segment{off, bytes, out[size_t(j)].data() + off});
+      auto want = out;  // the sentinel where no recv segment writes
+      for (int j = 0; j < n; ++j)
+        for (const Segment& sg : recv[size_t(j)])
+          std::copy_n(senders[size_t(j)].block.begin() + sg.offset, sg.bytes, want[size_t(j)].begin() + sg.offset);
+      c.all_gather_segments(seg::send_list(senders[size_t(r)]), block, recv, Device::cpu())->wait();
+      for (int j = 0; j < n; ++j)
+        EXPECT_TRUE(out[size_t(j)] == want[size_t(j)])
+            << "block of rank " << j << " (" << block << " bytes, " << count << " send segments, threshold "
+            << threshold << ", trial " << trial << ") on rank " << r;
+    }
+  }
+}
+
+// Bad lists are refused before anything moves; a block size or segment count that differs between ranks fails as
+// mismatched calls, never a hang. On split copies of the world.
+TEST(UcxCollectives, SegmentedBlocksBadInput) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  std::vector<uint8_t> a(64, 1), b(64, 0);
+  auto lists = [&](std::vector<Segment> one) { return std::vector<std::vector<Segment>>(size_t(n), one); };
+  auto refused = [&](std::vector<Segment> send, std::vector<std::vector<Segment>> recv, const char* needle) {
+    try {
+      c.all_gather_segments(std::move(send), 64, std::move(recv), Device::cpu())->wait();
+      ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused({{0, 65, a.data()}}, lists({}), "outside the block");
+  refused({{8, 8, a.data()}, {0, 8, a.data() + 8}}, lists({}), "sorted");
+  refused({{0, 8, nullptr}}, lists({}), "no address");
+  refused({}, lists({{-1, 4, b.data()}}), "outside the block");
+  refused({}, std::vector<std::vector<Segment>>(size_t(n) + 1), "recv segment lists");
+  if (n == 1) return;
+  for (int64_t threshold : {int64_t(0), int64_t(-1)}) {
+    for (bool by_count : {false, true}) {
+      if (by_count && threshold < 0) continue;  // packed blocks do not carry the segment count
+      auto sub = std::static_pointer_cast<UcxCommunicator>(c.split(0, r));
+      ucx::UcxTuning t = sub->tuning();
+      t.direct_min_bytes = threshold;
+      sub->set_tuning(t);
+      std::vector<Segment> send{{0, 32, a.data()}};
+      if (by_count && r == 1) send.push_back(Segment{32, 32, a.data() + 32});
+      const int64_t block = (!by_count && r == 1) ? 48 : 64;
+      try {
+        sub->all_gather_segments(send, block, lists({{0, 16, b.data()}}), Device::cpu())
+            ->wait(std::chrono::seconds(20));
+        if (r == 1) ADD_FAILURE() << "expected an error (threshold " << threshold << ", by count " << by_count << ")";
+      } catch (const TimeoutError& e) {
+        ADD_FAILURE() << "timed out instead of failing: " << e.what();
+      } catch (const Error& e) {
+        if (r == 1) {
+          EXPECT_NE(std::string(e.what()).find("mismatched collective calls"), std::string::npos) << e.what();
+        }
       }
     }
   }
