@@ -73,7 +73,7 @@ int64_t CollectiveArgs::send_bytes(int group_size) const {
 
 int64_t CollectiveArgs::recv_bytes(int group_size) const {
   const int64_t n = group_size, es = int64_t(elem_size());
-  if (has_views() || has_segments()) return 0;
+  if (has_views() || (has_segments() && kind == CollectiveKind::kAllGather)) return 0;
   switch (kind) {
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kAllReduce:
@@ -176,17 +176,26 @@ void validate_segments(const Communicator& comm, const CollectiveArgs& a, const 
   const int n = comm.size();
   DT_CHECK_ARG(comm.supports_segments(a.device), what(), ": segmented blocks on ", a.device,
                " are not supported by the ", comm.backend_name(), " backend (stage into contiguous buffers)");
-  DT_CHECK_ARG(a.kind == CollectiveKind::kAllGather, what(), ": segmented blocks are for all_gather only");
-  DT_CHECK_ARG(a.dtype == DType::u8, what(), ": segmented blocks count bytes (u8), got ", dtype_name(a.dtype));
-  DT_CHECK_ARG(a.send_segments.size() == 1 && a.recv_segments.size() == size_t(n), what(), ": got ",
-               a.send_segments.size(), " send and ", a.recv_segments.size(), " recv segment lists, expected 1 and ", n);
+  const bool gather = a.kind == CollectiveKind::kAllGather;
+  DT_CHECK_ARG(gather || a.kind == CollectiveKind::kReduceScatter, what(),
+               ": segmented blocks are for all_gather and reduce_scatter only");
+  DT_CHECK_ARG(!gather || a.dtype == DType::u8, what(), ": a segmented all_gather counts bytes (u8), got ",
+               dtype_name(a.dtype));
+  const size_t want_send = gather ? 1 : size_t(n), want_recv = gather ? size_t(n) : 0;
+  DT_CHECK_ARG(a.send_segments.size() == want_send && a.recv_segments.size() == want_recv, what(), ": got ",
+               a.send_segments.size(), " send and ", a.recv_segments.size(), " recv segment lists, expected ",
+               want_send, " and ", want_recv);
+  DT_CHECK_ARG(gather || a.count == 0 || a.recv != nullptr, what(), ": recv buffer is null");
+  const int64_t es = int64_t(a.elem_size()), block = a.count * es;
   auto check_list = [&](const std::vector<Segment>& list, const char* side, size_t j) {
     int64_t end = 0;
     for (size_t k = 0; k < list.size(); ++k) {
       const Segment& s = list[k];
-      DT_CHECK_ARG(s.offset >= 0 && s.bytes >= 0 && s.offset <= a.count && s.bytes <= a.count - s.offset, what(), ": ",
+      DT_CHECK_ARG(s.offset >= 0 && s.bytes >= 0 && s.offset <= block && s.bytes <= block - s.offset, what(), ": ",
                    side, " segment ", k, " of list ", j, " spans [", s.offset, ", ", s.offset + s.bytes,
-                   "), outside the block of ", a.count, " bytes");
+                   "), outside the block of ", block, " bytes");
+      DT_CHECK_ARG(s.offset % es == 0 && s.bytes % es == 0, what(), ": ", side, " segment ", k, " of list ", j,
+                   " spans [", s.offset, ", ", s.offset + s.bytes, "), not whole ", dtype_name(a.dtype), " elements");
       DT_CHECK_ARG(s.bytes == 0 || s.data != nullptr, what(), ": ", side, " segment ", k, " of list ", j,
                    " has no address");
       DT_CHECK_ARG(s.offset >= end, what(), ": ", side, " segment ", k, " of list ", j, " starts at ", s.offset,
@@ -194,7 +203,7 @@ void validate_segments(const Communicator& comm, const CollectiveArgs& a, const 
       end = s.offset + s.bytes;
     }
   };
-  check_list(a.send_segments[0], "send", 0);
+  for (size_t j = 0; j < a.send_segments.size(); ++j) check_list(a.send_segments[j], "send", j);
   for (size_t j = 0; j < a.recv_segments.size(); ++j) check_list(a.recv_segments[j], "recv", j);
 }
 
@@ -441,6 +450,14 @@ WorkPtr Communicator::all_gather_segments(std::vector<Segment> send, int64_t blo
   CollectiveArgs a = args_for(CollectiveKind::kAllGather, nullptr, nullptr, block_bytes, DType::u8, device, {});
   a.send_segments.push_back(std::move(send));
   a.recv_segments = std::move(recv);
+  return submit(a);
+}
+
+WorkPtr Communicator::reduce_scatter_segments(std::vector<std::vector<Segment>> send, void* recv, int64_t count,
+                                              DType dtype, ReduceOp op, Device device) {
+  CollectiveArgs a = args_for(CollectiveKind::kReduceScatter, nullptr, recv, count, dtype, device, {});
+  a.op = op;
+  a.send_segments = std::move(send);
   return submit(a);
 }
 

@@ -29,18 +29,23 @@
 // stage (dtensor's transitions do).
 //
 // Note [Segmented blocks]
-// FSDP gathers a group of parameters with one all-gather: each rank's block is its shards of every parameter, one
-// after the other (padded), and each rank's rows of a parameter belong in that parameter's own storage. Through
-// contiguous buffers that costs a copy-in of the shards into the block and a copy-out of the gathered blocks into
-// the parameters, each as large as the data moved, on a host where memory bandwidth is the step's budget. The
-// *_segments calls take the blocks as lists of byte segments instead: a segment is (offset in the block, bytes,
-// address in this process). A rank's send segments make up its block (bytes no segment covers read as zeros); its
-// recv segments for rank j say where pieces of j's block go (bytes no segment names are dropped). The UCX backend
-// moves them between processes of one host with process_vm_readv from the sender's segments straight into the
-// receiver's (Note [Direct segment reads] in collectives/ucx/segments.h): no copy-in, no copy-out. Every rank passes
-// the same number of send segments per block; within a list, segments are sorted by offset and do not overlap; the
-// send segments must stay unchanged, and the recv memory untouched, until the call completes. Backends without
-// a direct path report supports_segments() == false and callers stage through contiguous buffers.
+// FSDP gathers a group of parameters with one all-gather and reduces their gradients with one reduce-scatter: each
+// rank's block is every parameter's rows of that rank, one after the other (padded), while the rows live in each
+// parameter's (or gradient's) own storage. Through contiguous buffers that costs a copy into the flat buffer and,
+// for the all-gather, a copy out of it, each as large as the data moved, on a host where memory bandwidth is the
+// step's budget. The *_segments calls take the blocks as lists of byte segments instead: a segment is (offset in the
+// block, bytes, address in this process).
+//   all_gather_segments     this rank's send segments make up its block; its recv segments for rank j say where
+//                           pieces of j's block go (bytes no recv segment names are dropped).
+//   reduce_scatter_segments this rank's send segments for rank j make up its block j (count elements of dtype);
+//                           this rank receives the reduction of every rank's block of it, contiguous.
+// A block's bytes that no send segment covers read as zeros. The UCX backend moves segments between processes of
+// one host with process_vm_readv from the sender's memory straight into the receiver's (Note [Direct segment reads]
+// in collectives/ucx/segments.cc): no copy-in, no copy-out. Rules: every rank passes the same number of send
+// segments per block; within a list, segments are sorted by offset and do not overlap (reduce_scatter: offsets and
+// sizes are multiples of the element size); send segments stay unchanged, and recv memory untouched, until the call
+// completes. Backends without a direct path report supports_segments() == false and callers stage through
+// contiguous buffers.
 //
 // Note [One funnel]
 // The public methods only marshal their arguments into CollectiveArgs and call submit(), the single function that
@@ -104,13 +109,14 @@ struct CollectiveArgs {
   // When present they replace send/recv; count is the elements this rank sends (all_gather: its one block), and
   // send_counts / recv_counts hold the views' element counts.
   std::vector<kernels::StridedView> send_views, recv_views;
-  // Segmented blocks (Note [Segmented blocks]; all_gather_segments: one send list, one recv list per rank). When
-  // present they replace send/recv; dtype is u8 and count the bytes of one block.
+  // Segmented blocks (Note [Segmented blocks]). all_gather: one send list, one recv list per rank, dtype u8 and
+  // count the bytes of a block; reduce_scatter: one send list per rank and the contiguous recv buffer. They replace
+  // send (and the all-gather's recv).
   std::vector<std::vector<Segment>> send_segments, recv_segments;
 
   size_t elem_size() const { return dtype_size(dtype); }
   bool has_views() const { return !recv_views.empty(); }
-  bool has_segments() const { return !recv_segments.empty(); }
+  bool has_segments() const { return !send_segments.empty(); }
   bool in_place() const;
   // The bytes this rank's send (recv) buffer spans in a group of `group_size`, by the layouts above (all_to_allv:
   // up to the end of its last non-empty block; 0 for a side the call has no buffer on, and for strided views).
@@ -185,6 +191,10 @@ class Communicator {
   // rank j's block.
   WorkPtr all_gather_segments(std::vector<Segment> send, int64_t block_bytes, std::vector<std::vector<Segment>> recv,
                               Device device);
+  // reduce_scatter_segments: send[j] makes up this rank's block j of `count` elements; `recv` (count elements)
+  // receives the reduction of every rank's block of this rank.
+  WorkPtr reduce_scatter_segments(std::vector<std::vector<Segment>> send, void* recv, int64_t count, DType dtype,
+                                  ReduceOp op, Device device);
 
   // The funnel (Note [One funnel]). Public so that layers above can issue prepared arguments.
   WorkPtr submit(const CollectiveArgs& args);

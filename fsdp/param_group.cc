@@ -126,6 +126,7 @@ struct ParamGroup::Impl {
   std::vector<DTensor> acc;  // accumulated unsharded gradients (reduce dtype, the unsharded layout)
   std::vector<Tensor> reduce_out;  // one per reduce class
   std::vector<Tensor> reduce_in;   // kept alive while the reduce-scatter runs
+  std::vector<Tensor> reduce_sources;  // the gradients a segmented reduce-scatter reads, likewise
   std::vector<Pending> reduces;    // per reduce class: the reduce-scatter, then (HSDP) the all-reduce
   std::vector<bool> reduced_has_grad;
   std::vector<DTensor> sharded_grads;
@@ -209,16 +210,20 @@ int64_t ParamGroup::unsharded_bytes() const {
 // ---- unshard ----
 
 // Note [Gathering into the parameters]
-// On a host, copy-in and copy-out each move as many bytes as the all-gather: with the reduce-scatter's copy-in they
-// were a tenth of a 2-process FSDP step of the MLP benchmark at batch 2 (perf: split_copy and chunk_cat). When the
-// shard communicator takes segmented blocks (Note [Segmented blocks] in collectives/communicator.h; UCX on the CPU)
-// the group is gathered with all_gather_segments instead: this rank's block is its shards, each at its region of the
-// slot (the shards themselves when they are already param_dtype on the group's device, else one slot staged by
-// copy-in), and rank r's block lands with every parameter's rows of r at their place in the parameter's storage:
-// the padding is never sent into a parameter, and the storages are filled by the collective itself (between
-// processes of one host: process_vm_readv from the peers' shards). The storages are sized at unshard, and the
-// shards must stay unchanged until wait_for_unshard (the engine's own calls keep to that: reshard and the next
-// unshard wait first). The post-forward share (reshard_after_forward = k) keeps the flat path.
+// On a host, copy-in and copy-out each move as many bytes as the collective: the all-gather's two and the
+// reduce-scatter's copy-in were 15 % of a rank's samples in a 2-process FSDP step of the MLP benchmark at batch 2
+// (perf: split_copy, chunk_cat). When the shard communicator takes segmented blocks (Note [Segmented blocks] in
+// collectives/communicator.h; UCX and threads on the CPU) the group's collectives take the rows where they lie:
+//   - unshard: all_gather_segments. This rank's block is its shards, each at its region of the slot (the shards
+//     themselves when they are already param_dtype on the group's device, else one slot staged by copy-in), and
+//     rank r's block lands with every parameter's rows of r at their place in the parameter's storage, which is
+//     sized at unshard: the padding never reaches a parameter, and no copy-out runs.
+//   - reduce_grads: reduce_scatter_segments. Block r is every member's gradient rows of r (a member without a
+//     gradient: an empty segment, read as zeros); the output is the flat shard buffer as before. The gradients stay
+//     alive until wait_for_reduce. A pre-division (f16) scales a flat copy, so it keeps copy-in.
+// Between processes of one host both read the peers' memory directly (process_vm_readv). The shards and the
+// gradients must stay unchanged until the wait (the engine's own calls keep to that: reshard, the next unshard and
+// the next reduction wait first). The post-forward share (reshard_after_forward = k) keeps the flat path.
 bool ParamGroup::shards_are_the_slot() const {
   const Device dev = mesh_.device();
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -435,8 +440,44 @@ void ParamGroup::reduce_grads() {
   m.reduce_in.assign(L.reduce_classes.size(), Tensor());
   m.reduce_out.assign(L.reduce_classes.size(), Tensor());
   m.reduces.assign(L.reduce_classes.size(), Pending{});
+  // Segmented blocks read the gradients where they lie; a pre-division scales a flat copy.
+  const bool segmented = m.shard_comm->supports_segments(dev) && L.pre_divide == 1;
   for (size_t c = 0; c < L.reduce_classes.size(); ++c) {
     const ReduceClass& rc = L.reduce_classes[c];
+    const ReduceOp op = L.average_in_collective ? ReduceOp::kAvg : ReduceOp::kSum;
+    Tensor out;
+    {
+      MemoryKindScope kind(MemoryKind::kGradients);
+      out = Tensor::empty({rc.slot_numel}, rc.dtype, dev);
+    }
+    m.reduce_out[c] = out;
+    if (segmented) {
+      // Note [Gathering into the parameters], the reduction's half: block r is every member's rows of r, read where
+      // the gradients lie (a member without a gradient: an empty segment, read as zeros).
+      const int64_t es = int64_t(dtype_size(rc.dtype));
+      std::vector<std::vector<Segment>> send(static_cast<size_t>(S));
+      int64_t offset = 0;
+      for (size_t i : rc.members) {
+        const ParamLayout& p = L.params[i];
+        Tensor src;
+        if (m.acc[i].defined()) {
+          src = m.acc[i].to_local().contiguous();
+          m.reduce_sources.push_back(src);
+        }
+        for (int64_t r = 0; r < S; ++r) {
+          const IndexRange rows = p.rows_of(r);
+          const int64_t bytes = src.defined() ? rows.size() * p.row_numel * es : 0;
+          send[size_t(r)].push_back(
+              Segment{offset * es, bytes,
+                      bytes ? static_cast<uint8_t*>(src.data_ptr()) + rows.begin * p.row_numel * es : nullptr});
+        }
+        offset += p.reduce_padded_numel;
+      }
+      m.reduces[c].start(
+          m.shard_comm->reduce_scatter_segments(std::move(send), out.data_ptr(), rc.slot_numel, rc.dtype, op, dev),
+          S * rc.slot_numel * es, &CommStats::reduce_scatters);
+      continue;
+    }
     Tensor in;
     {
       MemoryKindScope kind(MemoryKind::kCommBuffers);
@@ -470,18 +511,11 @@ void ParamGroup::reduce_grads() {
       record_use(scaled, rs);
       in.copy_(scaled, rs);
     }
-    Tensor out;
-    {
-      MemoryKindScope kind(MemoryKind::kGradients);
-      out = Tensor::empty({rc.slot_numel}, rc.dtype, dev);
-    }
     record_use(out, rs);
-    const ReduceOp op = L.average_in_collective ? ReduceOp::kAvg : ReduceOp::kSum;
     m.reduces[c].start(
         m.shard_comm->reduce_scatter(in.data_ptr(), out.data_ptr(), rc.slot_numel, rc.dtype, op, dev, rs),
         S * rc.slot_numel * int64_t(dtype_size(rc.dtype)), &CommStats::reduce_scatters);
     m.reduce_in[c] = in;
-    m.reduce_out[c] = out;
   }
   for (DTensor& a : m.acc) a = DTensor();
 }
@@ -524,6 +558,7 @@ void ParamGroup::wait_for_reduce() {
     out = Tensor();
   }
   m.reduces.clear();
+  m.reduce_sources.clear();
 }
 
 int64_t ParamGroup::grads_received() const {

@@ -14,7 +14,8 @@
 //   unshard / wait      again before backward
 //   accumulate_grad(i)  each parameter's unsharded gradient as it is complete
 //   reduce_grads()      copy-in with a cast to reduce_dtype into one flat buffer; one reduce-scatter (HSDP: then one
-//                       all-reduce over the replicate dim); the gradient shards are views of its output
+//                       all-reduce over the replicate dim); the gradient shards are views of its output (segmented
+//                       blocks: the reduce-scatter reads the gradients where they lie, no copy-in)
 //   reshard()
 //
 // Note [Padding stays in the flat buffers]

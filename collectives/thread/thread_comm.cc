@@ -256,6 +256,30 @@ void ThreadCommunicator::copy_views(const CollectiveArgs& a, const std::vector<c
   }
 }
 
+void ThreadCommunicator::copy_segments_of(const CollectiveArgs& a, const std::vector<const RankOp*>& peers) {
+  // Only this rank's outputs are written: its recv segments (all_gather), its recv buffer (reduce_scatter).
+  const int n = size();
+  if (a.kind == CollectiveKind::kAllGather) {
+    for (int j = 0; j < n; ++j) {
+      const std::vector<Segment>& from = peers[size_t(j)]->args.send_segments[0];
+      const std::vector<Segment>& to = a.recv_segments[size_t(j)];
+      copy_segments(from.data(), int64_t(from.size()), to.data(), int64_t(to.size()));
+    }
+    return;
+  }
+  // reduce_scatter: every rank's block of this rank, packed, combined in rank order.
+  const int64_t es = int64_t(a.elem_size()), block = a.count * es;
+  if (block == 0) return;
+  void* tmp = scratch(size_t(block));
+  for (int j = 0; j < n; ++j) {
+    const std::vector<Segment>& from = peers[size_t(j)]->args.send_segments[size_t(rank_)];
+    const Segment whole{0, block, j == 0 ? a.recv : tmp};
+    copy_segments(from.data(), int64_t(from.size()), &whole, 1);
+    if (j > 0) kernels::reduce(a.recv, a.recv, tmp, a.count, a.dtype, a.op, Device::cpu());
+  }
+  if (a.op == ReduceOp::kAvg) kernels::divide_by(a.recv, a.count, a.dtype, n, Device::cpu());
+}
+
 void ThreadCommunicator::run_collective(RankOp& op, Clock::time_point deadline) {
   const auto slot = group_->arrive(rank_, &op, deadline, options_.timeout);
   const auto& peers = slot->ops;
@@ -265,12 +289,7 @@ void ThreadCommunicator::run_collective(RankOp& op, Clock::time_point deadline) 
     if (!op.is_split && op.args.has_views()) {
       copy_views(op.args, peers);
     } else if (!op.is_split && op.args.has_segments()) {
-      // Each peer's send segments into this rank's recv segments for it (only this rank's outputs are written).
-      for (int j = 0; j < size(); ++j) {
-        const std::vector<Segment>& from = peers[size_t(j)]->args.send_segments[0];
-        const std::vector<Segment>& to = op.args.recv_segments[size_t(j)];
-        copy_segments(from.data(), int64_t(from.size()), to.data(), int64_t(to.size()));
-      }
+      copy_segments_of(op.args, peers);
     } else if (!op.is_split) {
       const CollectiveArgs& a = op.args;
       const int n = size();

@@ -106,6 +106,7 @@ class ThreadCommunicator final : public Communicator {
   void* scratch(size_t bytes);
   // The strided-views calls (Note [Strided views]): every peer has arrived and its arguments are readable.
   void copy_views(const CollectiveArgs& a, const std::vector<const thread_detail::RankOp*>& peers);
+  void copy_segments_of(const CollectiveArgs& a, const std::vector<const thread_detail::RankOp*>& peers);
   std::string label() const;
 
   std::shared_ptr<thread_detail::ThreadGroup> group_;

@@ -27,7 +27,7 @@ const AlgorithmDesc kTable[] = {
      [](const SelectionInput& in, const UcxTuning&) { return in.views; },
      [](const SelectionInput& in) { return in.views; }, "a call with strided views", true, false,
      [](UcxOp& op, int64_t, const UcxTuning& t) { build_views(op, t.direct_min_bytes); }},
-    {"segments", bit(CollectiveKind::kAllGather),
+    {"segments", bit(CollectiveKind::kAllGather) | bit(CollectiveKind::kReduceScatter),
      [](const SelectionInput& in, const UcxTuning&) { return in.segments; },
      [](const SelectionInput& in) { return in.segments; }, "a call with segmented blocks", true, false,
      [](UcxOp& op, int64_t, const UcxTuning& t) { build_segments(op, t.direct_min_bytes); }},

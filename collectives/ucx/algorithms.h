@@ -43,7 +43,7 @@ void build_pairwise_all_to_all(UcxOp& op);
 // all_gather / all_to_all of strided views (views.cc, Note [Direct view reads]).
 void build_views(UcxOp& op, int64_t direct_min_bytes);
 
-// all_gather of segmented blocks (segments.cc, Note [Direct segment reads]).
+// all_gather / reduce_scatter of segmented blocks (segments.cc, Note [Direct segment reads]).
 void build_segments(UcxOp& op, int64_t direct_min_bytes);
 
 // barrier: dissemination (barrier.cc).

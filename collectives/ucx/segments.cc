@@ -1,15 +1,20 @@
-// all_gather of segmented blocks on UCX (Note [Segmented blocks] in collectives/communicator.h).
+// all_gather and reduce_scatter of segmented blocks on UCX (Note [Segmented blocks] in collectives/communicator.h).
 //
 // Note [Direct segment reads]
-// Between two processes of one host (blocks of at least direct_min_bytes, direct copies allowed: views.h), each
-// rank sends every peer its block's size and send segments (offset, bytes, address; slot 0), then reads each
-// peer's block out of the peer's segments straight into its own recv segments for that peer: a piece is the overlap
-// of a recv segment with a send segment, and up to IOV_MAX pieces go in one process_vm_readv; the parts of a recv
-// segment that no send segment covers are zeroed. After its reads a rank sends the peer "done" (slot 1) and
-// completes only once every peer's "done" came, so no send segment changes while a peer reads it. Otherwise
-// (another host, small blocks) the sender packs its block into scratch, gaps zeroed, and sends it as one message
-// (slot 2), which the receiver scatters into its recv segments. This rank's own block goes from its send segments
-// to its recv segments by the same walk, with memcpy, while the messages travel.
+// Between processes of one host (blocks of at least direct_min_bytes, direct copies allowed: views.h), each rank
+// sends each peer the block size and its send segments of the block that peer reads (offset, bytes, address;
+// slot 0), and reads the peers' blocks out of their segments: a piece is the overlap of a segment of the peer's with
+// a range this rank wants, and up to IOV_MAX pieces go in one process_vm_readv; the parts no send segment covers are
+// zeroed.
+//   all_gather      each peer's block straight into this rank's recv segments for it.
+//   reduce_scatter  (every member on this host) this rank's block r, piece by cache-sized piece: its own segments
+//                   copied into one buffer, each peer's read into another, combined in rank order, the last
+//                   combination written into the output.
+// After its reads a rank sends each peer "done" (slot 1) and completes only once every peer's "done" came, so no
+// send segment changes while a peer reads it. Otherwise (another host, small blocks) a block travels as one message
+// (slot 2) packed from its segments, gaps zeroed, and the receiver scatters it into its recv segments (all_gather)
+// or combines the packed blocks in rank order (reduce_scatter). This rank's own block goes by the same walk with
+// memcpy: all_gather defers it while the messages travel.
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -22,6 +27,7 @@
 #include "collectives/ucx/views.h"
 #include "collectives/ucx/worker.h"
 #include "core/error.h"
+#include "kernels/reduce.h"
 
 namespace dt::ucx {
 
@@ -29,6 +35,7 @@ namespace {
 
 constexpr uint32_t kListSlot = 0, kDoneSlot = 1, kDataSlot = 2;
 constexpr int kMaxPieces = IOV_MAX;
+constexpr int64_t kPieceBytes = int64_t(256) << 10;  // reduce_scatter's cache-sized pieces
 
 // A segment as it travels: offset and bytes in the block, address in its owner's memory. The first entry of a list
 // on the wire is a header: {block bytes, number of segments, 0}.
@@ -36,28 +43,54 @@ struct WireSegment {
   int64_t offset = 0, bytes = 0;
   uint64_t addr = 0;
 };
-static_assert(sizeof(WireSegment) == sizeof(Segment) && sizeof(void*) == sizeof(uint64_t),
-              "a Segment travels as it lies in memory");
 
-WireSegment to_wire(const Segment& s) { return {s.offset, s.bytes, uint64_t(reinterpret_cast<uintptr_t>(s.data))}; }
-Segment from_wire(const WireSegment& w) { return {w.offset, w.bytes, reinterpret_cast<void*>(uintptr_t(w.addr))}; }
+// A list copied into the op's scratch (the call's vectors go when building ends).
+struct List {
+  const Segment* data = nullptr;
+  int64_t size = 0;
+};
 
-// Note [Direct segment reads]: peer `j`'s block, described by `theirs` (header first), into `recv`.
-void read_from_peer(const UcxOp& op, int j, const WireSegment* theirs, int64_t ns, const Segment* recv, int64_t nr) {
+List keep(UcxOp& op, const std::vector<Segment>& list) {
+  auto* out = static_cast<Segment*>(op.scratch(int64_t(sizeof(Segment)) * std::max<int64_t>(1, int64_t(list.size()))));
+  std::copy(list.begin(), list.end(), out);
+  return {out, int64_t(list.size())};
+}
+
+// The message telling a peer about `list` (a block of `block` bytes), header first.
+WireSegment* wire(UcxOp& op, int64_t block, const std::vector<Segment>& list) {
+  const int64_t ns = int64_t(list.size());
+  auto* out = static_cast<WireSegment*>(op.scratch(int64_t(sizeof(WireSegment)) * (ns + 1)));
+  out[0] = {block, ns, 0};
+  for (int64_t k = 0; k < ns; ++k)
+    out[k + 1] = {list[size_t(k)].offset, list[size_t(k)].bytes,
+                  uint64_t(reinterpret_cast<uintptr_t>(list[size_t(k)].data))};
+  return out;
+}
+
+int64_t wire_bytes(int64_t ns) { return int64_t(sizeof(WireSegment)) * (ns + 1); }
+
+// Peer j's list (header first), checked against this rank's call: the peer's addresses as Segments.
+std::vector<Segment> peer_list(const UcxOp& op, int j, const WireSegment* theirs, int64_t ns, int64_t block) {
   const UcxWorker& w = op.worker();
   const CommState& comm = *op.comm();
-  const int64_t block = op.args().count;
-  DT_CHECK_ARG(theirs[0].offset == block && theirs[0].bytes == ns, w.peer_name(comm, j),
-               " gathers a segmented block of ", theirs[0].offset, " bytes in ", theirs[0].bytes,
-               " segments where this rank's is ", block, " bytes in ", ns, " (mismatched collective calls)");
-  std::vector<Segment> send;
+  DT_CHECK_ARG(theirs[0].offset == block && theirs[0].bytes == ns, w.peer_name(comm, j), " has a segmented block of ",
+               theirs[0].offset, " bytes in ", theirs[0].bytes, " segments where this rank's is ", block, " bytes in ",
+               ns, " (mismatched collective calls)");
+  std::vector<Segment> out;
   for (int64_t k = 1; k <= ns; ++k) {
-    send.push_back(from_wire(theirs[k]));
-    const Segment& s = send.back();
+    const WireSegment& s = theirs[k];
     DT_CHECK_ARG(s.offset >= 0 && s.bytes >= 0 && s.offset <= block && s.bytes <= block - s.offset &&
-                     (k == 1 || s.offset >= send[size_t(k) - 2].offset + send[size_t(k) - 2].bytes),
+                     (out.empty() || s.offset >= out.back().offset + out.back().bytes),
                  "malformed segment list from ", w.peer_name(comm, j));
+    out.push_back(Segment{s.offset, s.bytes, reinterpret_cast<void*>(uintptr_t(s.addr))});
   }
+  return out;
+}
+
+// Note [Direct segment reads]: what `recv` names of peer j's block (its segments `send`, in its memory).
+void read_pieces(const UcxOp& op, int j, const std::vector<Segment>& send, const Segment* recv, int64_t nr) {
+  const UcxWorker& w = op.worker();
+  const CommState& comm = *op.comm();
   iovec local[kMaxPieces], remote[kMaxPieces];
   int n = 0;
   size_t bytes = 0;
@@ -67,7 +100,7 @@ void read_from_peer(const UcxOp& op, int j, const WireSegment* theirs, int64_t n
     bytes = 0;
   };
   walk_segments(
-      send.data(), ns, recv, nr,
+      send.data(), int64_t(send.size()), recv, nr,
       [&](char* dst, const char* src, size_t m) {
         if (n == kMaxPieces) flush();
         local[n] = {dst, m};
@@ -79,68 +112,144 @@ void read_from_peer(const UcxOp& op, int j, const WireSegment* theirs, int64_t n
   flush();
 }
 
-}  // namespace
-
-void build_segments(UcxOp& op, int64_t direct_min_bytes) {
+void build_all_gather(UcxOp& op, int64_t direct_min_bytes) {
   const CollectiveArgs& a = op.args();
   const int n = op.size(), r = op.rank();
   const UcxWorker& w = op.worker();
   const int64_t block = a.count;
   const bool direct_size = direct_min_bytes >= 0 && block >= direct_min_bytes && direct_copies_allowed();
   auto direct = [&](int peer) { return direct_size && w.peer_info(op.comm()->members[size_t(peer)]).same_host; };
-
-  // The op's copies of the lists (the call's vectors go when building ends): this rank's send list with its header,
-  // then every recv list.
   const std::vector<Segment>& send = a.send_segments[0];
   const int64_t ns = int64_t(send.size());
-  auto* mine = static_cast<WireSegment*>(op.scratch(int64_t(sizeof(WireSegment)) * (ns + 1)));
-  mine[0] = {block, ns, 0};
-  auto* my_send = static_cast<Segment*>(op.scratch(int64_t(sizeof(Segment)) * std::max<int64_t>(1, ns)));
-  for (int64_t k = 0; k < ns; ++k) {
-    mine[k + 1] = to_wire(send[size_t(k)]);
-    my_send[k] = send[size_t(k)];
-  }
-  auto copy_list = [&](int j) {
-    const std::vector<Segment>& list = a.recv_segments[size_t(j)];
-    auto* out =
-        static_cast<Segment*>(op.scratch(int64_t(sizeof(Segment)) * std::max<int64_t>(1, int64_t(list.size()))));
-    std::copy(list.begin(), list.end(), out);
-    return std::pair<const Segment*, int64_t>(out, int64_t(list.size()));
-  };
+  const List my_send = keep(op, send);
+  const WireSegment* mine = wire(op, block, send);
   UcxOp* self = &op;  // tasks run inside this op's advance()
 
   char* packed = nullptr;  // this rank's block, packed once for every peer it is not direct with
   int pack = -1;
   for (int s = 1; s < n; ++s) {
     const int j = (r - s + n) % n;
-    const auto [recv, nr] = copy_list(j);
+    const List recv = keep(op, a.recv_segments[size_t(j)]);
     if (direct(j)) {
-      auto* theirs = static_cast<WireSegment*>(op.scratch(int64_t(sizeof(WireSegment)) * (ns + 1)));
-      const int got = op.recv(j, kListSlot, theirs, int64_t(sizeof(WireSegment)) * (ns + 1));
+      auto* theirs = static_cast<WireSegment*>(op.scratch(wire_bytes(ns)));
+      const int got = op.recv(j, kListSlot, theirs, wire_bytes(ns));
       op.recv(j, kDoneSlot, nullptr, 0);
-      op.send(j, kListSlot, mine, int64_t(sizeof(WireSegment)) * (ns + 1));
-      const int read = op.run([self, j, theirs, ns, recv, nr] { read_from_peer(*self, j, theirs, ns, recv, nr); });
+      op.send(j, kListSlot, mine, wire_bytes(ns));
+      const int read = op.run([self, j, theirs, ns, block, recv] {
+        read_pieces(*self, j, peer_list(*self, j, theirs, ns, block), recv.data, recv.size);
+      });
       op.after(got, read);
       op.after(read, op.send(j, kDoneSlot, nullptr, 0));
       continue;
     }
     char* buf = static_cast<char*>(op.scratch(std::max<int64_t>(1, block)));
     const int got = op.recv(j, kDataSlot, block ? buf : nullptr, block);
-    op.after(got, op.run([buf, block, recv, nr] {
+    op.after(got, op.run([buf, block, recv] {
       const Segment whole{0, block, buf};
-      copy_segments(&whole, 1, recv, nr);
+      copy_segments(&whole, 1, recv.data, recv.size);
     }));
     if (packed == nullptr) {
       packed = static_cast<char*>(op.scratch(std::max<int64_t>(1, block)));
-      pack = op.run([packed, block, my_send, ns] {
+      pack = op.run([packed, block, my_send] {
         const Segment whole{0, block, packed};
-        copy_segments(my_send, ns, &whole, 1);
+        copy_segments(my_send.data, my_send.size, &whole, 1);
       });
     }
     op.after(pack, op.send(j, kDataSlot, block ? packed : nullptr, block));
   }
-  const auto [own, nown] = copy_list(r);
-  if (nown > 0) op.defer(op.run([my_send, ns, own, nown] { copy_segments(my_send, ns, own, nown); }));
+  const List own = keep(op, a.recv_segments[size_t(r)]);
+  if (own.size > 0) op.defer(op.run([my_send, own] { copy_segments(my_send.data, my_send.size, own.data, own.size); }));
+}
+
+void build_reduce_scatter(UcxOp& op, int64_t direct_min_bytes) {
+  const CollectiveArgs& a = op.args();
+  const int n = op.size(), r = op.rank();
+  const int64_t es = int64_t(op.elem_size()), block = a.count * es;
+  const bool direct = n > 1 && op.comm()->one_host && direct_min_bytes >= 0 && block >= direct_min_bytes;
+  std::vector<List> lists;
+  for (int j = 0; j < n; ++j) lists.push_back(keep(op, a.send_segments[size_t(j)]));
+  const List own = lists[size_t(r)];
+  UcxOp* self = &op;
+
+  if (direct) {
+    // Each peer reads this rank's block of it; this rank reads every peer's block r (the same number of segments).
+    auto* theirs = static_cast<WireSegment*>(op.scratch(wire_bytes(own.size) * n));
+    std::vector<int> got;
+    for (int s = 1; s < n; ++s) {
+      const int j = (r - s + n) % n;
+      got.push_back(op.recv(j, kListSlot, theirs + (own.size + 1) * j, wire_bytes(own.size)));
+      op.recv(j, kDoneSlot, nullptr, 0);
+    }
+    for (int s = 1; s < n; ++s) {
+      const int j = (r + s) % n;
+      op.send(j, kListSlot, wire(op, block, a.send_segments[size_t(j)]),
+              wire_bytes(int64_t(a.send_segments[size_t(j)].size())));
+    }
+    const int64_t piece = std::max(es, std::min(block, kPieceBytes / es * es));
+    char* acc = static_cast<char*>(op.scratch(2 * piece));
+    const int work = op.run([self, theirs, own, block, piece, acc, es, n, r] {
+      const CollectiveArgs& args = self->args();
+      std::vector<std::vector<Segment>> peers(static_cast<size_t>(n));
+      for (int q = 0; q < n; ++q)
+        if (q != r) peers[size_t(q)] = peer_list(*self, q, theirs + (own.size + 1) * q, own.size, block);
+      char* incoming = acc + piece;
+      char* out = static_cast<char*>(args.recv);
+      const int last = r == n - 1 ? n - 2 : n - 1;  // the last peer combined: its result goes to the output
+      for (int64_t c0 = 0; c0 < block; c0 += piece) {
+        const int64_t m = std::min(piece, block - c0);
+        const Segment mine{c0, m, acc}, theirs_piece{c0, m, incoming};
+        copy_segments(own.data, own.size, &mine, 1);
+        for (int q = 0; q < n; ++q) {
+          if (q == r) continue;
+          read_pieces(*self, q, peers[size_t(q)], &theirs_piece, 1);
+          kernels::reduce(q == last ? out + c0 : acc, acc, incoming, m / es, args.dtype, args.op, Device::cpu());
+        }
+        if (args.op == ReduceOp::kAvg) kernels::divide_by(out + c0, m / es, args.dtype, n, Device::cpu());
+      }
+    });
+    for (int g : got) op.after(g, work);
+    for (int s = 1; s < n; ++s) op.after(work, op.send((r + s) % n, kDoneSlot, nullptr, 0));
+    return;
+  }
+  // Packed: block j to rank j as one message; this rank's block r from every peer, combined in rank order.
+  std::vector<char*> from(static_cast<size_t>(n), nullptr);
+  std::vector<int> got;
+  for (int s = 1; s < n; ++s) {
+    const int j = (r - s + n) % n;
+    from[size_t(j)] = static_cast<char*>(op.scratch(std::max<int64_t>(1, block)));
+    got.push_back(op.recv(j, kDataSlot, block ? from[size_t(j)] : nullptr, block));
+  }
+  for (int s = 1; s < n; ++s) {
+    const int j = (r + s) % n;
+    char* buf = static_cast<char*>(op.scratch(std::max<int64_t>(1, block)));
+    const List list = lists[size_t(j)];
+    const int pack = op.run([buf, block, list] {
+      const Segment whole{0, block, buf};
+      copy_segments(list.data, list.size, &whole, 1);
+    });
+    op.after(pack, op.send(j, kDataSlot, block ? buf : nullptr, block));
+  }
+  auto* blocks = static_cast<char**>(op.scratch(int64_t(sizeof(char*)) * n));
+  std::copy(from.begin(), from.end(), blocks);
+  const int combine = op.run([self, blocks, own, block, es, n, r] {
+    const CollectiveArgs& args = self->args();
+    char* out = static_cast<char*>(args.recv);
+    const Segment whole{0, block, out};
+    copy_segments(own.data, own.size, &whole, 1);
+    for (int q = 0; q < n; ++q)
+      if (q != r) kernels::reduce(out, out, blocks[q], block / es, args.dtype, args.op, Device::cpu());
+    if (args.op == ReduceOp::kAvg) kernels::divide_by(out, block / es, args.dtype, n, Device::cpu());
+  });
+  for (int g : got) op.after(g, combine);
+}
+
+}  // namespace
+
+void build_segments(UcxOp& op, int64_t direct_min_bytes) {
+  if (op.args().kind == CollectiveKind::kReduceScatter)
+    build_reduce_scatter(op, direct_min_bytes);
+  else
+    build_all_gather(op, direct_min_bytes);
 }
 
 }  // namespace dt::ucx

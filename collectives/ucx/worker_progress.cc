@@ -29,8 +29,13 @@ void UcxWorker::drive(UcxWork& work, bool may_block) {
     std::atomic<int>& d;
     ~Leave() { d.fetch_sub(1); }
   } leave{drivers_};
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) {
+  // Another thread progressing holds the lock (the progress thread running a call's local work, a reduction or
+  // a copy from a peer, can hold it for milliseconds): a waiter sleeps until it is free rather than spinning on a
+  // core that the compute of this or another rank needs; a poll (is_completed) does not wait.
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (may_block) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
     sched_yield();
     return;
   }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -603,6 +604,86 @@ TEST(UcxCollectives, SegmentedBlocks) {
   }
 }
 
+// reduce_scatter_segments: rank p's block j is made of random segments of f32 holding small integers (sums are
+// exact in any order) or i64, gaps zero; rank r checks the reduction of every rank's block r against the blocks it
+// rebuilds. Sum, average (i64: truncating) and max; the default threshold, always direct, never.
+TEST(UcxCollectives, SegmentedReduceScatter) {
+  auto& c = *g_comm;
+  const int n = c.size(), r = c.rank();
+  for (int64_t threshold : {int64_t(32) << 10, int64_t(0), int64_t(-1)}) {
+    ucx::UcxTuning t = g_comm->tuning();
+    t.direct_min_bytes = threshold;
+    TuningScope scope(t);
+    std::mt19937_64 cases(7100 + uint64_t(threshold + 1));
+    for (int trial = 0; trial < 18; ++trial) {
+      const DType dtype = trial % 2 ? DType::i64 : DType::f32;
+      const ReduceOp op = (ReduceOp[]){ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}[trial % 3];
+      const int64_t es = int64_t(dtype_size(dtype));
+      const int64_t count = trial == 0 ? 0 : int64_t(cases() % (trial % 4 == 1 ? 200000 : 1500));
+      const int segs = int(cases() % 6);
+      const uint64_t seed = cases();
+      // blocks[p][j]: rank p's block j as values; data[p][j][k]: its segment k's values.
+      std::vector<std::vector<std::vector<double>>> blocks(static_cast<size_t>(n),
+                                                           std::vector<std::vector<double>>(static_cast<size_t>(n)));
+      std::vector<std::vector<Segment>> send(static_cast<size_t>(n));
+      std::vector<std::vector<std::vector<char>>> keep(static_cast<size_t>(n));
+      for (int p = 0; p < n; ++p) {
+        std::mt19937_64 rng(seed + uint64_t(p) * 7919u);
+        for (int j = 0; j < n; ++j) {
+          std::vector<double>& blk = blocks[size_t(p)][size_t(j)];
+          blk.assign(size_t(count), 0.0);
+          for (const auto& [off, len] : seg::draw(rng, count, segs)) {
+            std::vector<char> bytes(static_cast<size_t>(len * es));
+            for (int64_t e = 0; e < len; ++e) {
+              const int64_t v = int64_t(rng() % 2001) - 1000;
+              blk[size_t(off + e)] = double(v);
+              if (dtype == DType::f32) {
+                const float f = float(v);
+                std::memcpy(bytes.data() + e * es, &f, 4);
+              } else {
+                std::memcpy(bytes.data() + e * es, &v, 8);
+              }
+            }
+            if (p == r) {
+              keep[size_t(j)].push_back(std::move(bytes));
+              std::vector<char>& b = keep[size_t(j)].back();
+              send[size_t(j)].push_back(Segment{off * es, len * es, b.empty() ? nullptr : b.data()});
+            }
+          }
+        }
+      }
+      std::vector<char> out(static_cast<size_t>(std::max<int64_t>(count, 1) * es), 0x5A);
+      c.reduce_scatter_segments(send, out.data(), count, dtype, op, Device::cpu())->wait();
+      int bad = 0;
+      for (int64_t e = 0; e < count && bad < 3; ++e) {
+        double want = blocks[0][size_t(r)][size_t(e)];
+        for (int p = 1; p < n; ++p) {
+          const double v = blocks[size_t(p)][size_t(r)][size_t(e)];
+          want = op == ReduceOp::kMax ? std::max(want, v) : want + v;
+        }
+        double got;
+        if (dtype == DType::f32) {
+          float f;
+          std::memcpy(&f, out.data() + e * es, 4);
+          got = f;
+          if (op == ReduceOp::kAvg) want /= n;
+        } else {
+          int64_t v;
+          std::memcpy(&v, out.data() + e * es, 8);
+          got = double(v);
+          if (op == ReduceOp::kAvg) want = double(int64_t(want) / n);
+        }
+        if (dtype == DType::f32 && op == ReduceOp::kAvg ? std::abs(got - want) > 1e-4 : got != want) {
+          ++bad;
+          ADD_FAILURE() << "element " << e << ": " << got << ", expected " << want << " (" << dtype_name(dtype) << ", "
+                        << reduce_op_name(op) << ", count " << count << ", " << segs << " segments, threshold "
+                        << threshold << ", trial " << trial << ") on rank " << r;
+        }
+      }
+    }
+  }
+}
+
 // Bad lists are refused before anything moves; a block size or segment count that differs between ranks fails as
 // mismatched calls, never a hang. On split copies of the world.
 TEST(UcxCollectives, SegmentedBlocksBadInput) {
@@ -623,6 +704,17 @@ TEST(UcxCollectives, SegmentedBlocksBadInput) {
   refused({{0, 8, nullptr}}, lists({}), "no address");
   refused({}, lists({{-1, 4, b.data()}}), "outside the block");
   refused({}, std::vector<std::vector<Segment>>(size_t(n) + 1), "recv segment lists");
+  auto refused_rs = [&](std::vector<std::vector<Segment>> send, int64_t count, const char* needle) {
+    try {
+      c.reduce_scatter_segments(std::move(send), b.data(), count, DType::f32, ReduceOp::kSum, Device::cpu())->wait();
+      ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused_rs(lists({{2, 4, a.data()}}), 4, "not whole f32 elements");
+  refused_rs(lists({{0, 20, a.data()}}), 4, "outside the block");
+  refused_rs(std::vector<std::vector<Segment>>(size_t(n) + 1), 4, "segment lists");
   if (n == 1) return;
   for (int64_t threshold : {int64_t(0), int64_t(-1)}) {
     for (bool by_count : {false, true}) {
