@@ -10,7 +10,13 @@
 // movement rows)
 #include "dtensor/ops.h"
 
+#if defined(DT_BLAS_MKL)
+#include <mkl_cblas.h>
+constexpr const char* kBlas = "oneMKL";
+#else
 #include <cblas.h>
+constexpr const char* kBlas = "OpenBLAS";
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -232,8 +238,8 @@ int main(int argc, char** argv) {
     bench_moves(false);
     return 0;
   }
-  std::printf("# kernels::matmul vs raw cblas_sgemm (f32, CPU, %d OpenBLAS threads); best of several runs each\n",
-              dt::kernels::blas_threads());
+  std::printf("# kernels::matmul vs raw cblas_sgemm (f32, CPU, %d %s threads); best of several runs each\n",
+              dt::kernels::blas_threads(), kBlas);
   std::printf("%-10s %6s %6s %6s %10s %10s %7s %10s\n", "op", "m", "n", "k", "GFLOP/s", "ref", "ratio", "max|diff|");
   std::vector<Row> rows;
   // ---- 1. local GEMM: the funnel's overhead over BLAS (target ratio >= 0.95) ----

@@ -1,7 +1,13 @@
-// CPU GEMM: OpenBLAS for f32/f64 (transpose flags and leading dims passed through), a plain loop for integers.
+// CPU GEMM: BLAS for f32/f64 (transpose flags and leading dims passed through), a plain loop for integers. The BLAS is
+// OpenBLAS, or oneMKL's sequential layer with -Dblas=mkl (dtensor splits a GEMM over its own threads).
 #include "kernels/ops/matmul.h"
 
+#if defined(DT_BLAS_MKL)
+#include <mkl_cblas.h>
+#include <mkl_service.h>
+#else
 #include <cblas.h>
+#endif
 
 #include <limits>
 #include <type_traits>
@@ -11,12 +17,20 @@
 
 namespace dt::kernels {
 
+#if defined(DT_BLAS_MKL)
+using blasint = MKL_INT;
+void set_blas_threads(int n) {
+  DT_CHECK_ARG(n >= 1, "set_blas_threads: expected at least 1 thread, got ", n);
+  mkl_set_num_threads(n);  // the sequential layer runs one thread whatever it is told
+}
+int blas_threads() { return mkl_get_max_threads(); }
+#else
 void set_blas_threads(int n) {
   DT_CHECK_ARG(n >= 1, "set_blas_threads: expected at least 1 thread, got ", n);
   openblas_set_num_threads(n);
 }
-
 int blas_threads() { return openblas_get_num_threads(); }
+#endif
 
 namespace cpu {
 
