@@ -24,7 +24,7 @@ void walk_segments(const Segment* send, int64_t ns, const Segment* recv, int64_t
     int64_t pos = r.offset;
     const int64_t end = r.offset + r.bytes;
     while (pos < end) {
-      while (i < ns && send[i].offset + send[i].bytes <= pos) ++i;
+      while (i < ns && (send[i].bytes == 0 || send[i].offset + send[i].bytes <= pos)) ++i;  // empty ones move nothing
       if (i == ns || send[i].offset >= end) {
         gap(dst + (pos - r.offset), size_t(end - pos));
         break;
