@@ -8,13 +8,13 @@
 // zeroed.
 //   all_gather      each peer's block straight into this rank's recv segments for it.
 //   reduce_scatter  (every member on this host) this rank's block r, piece by cache-sized piece: its own segments
-//                   copied into one buffer, each peer's read into another, combined in rank order, the last
-//                   combination written into the output.
+//                   copied into one buffer, each peer's read into another and combined into it (own first, then the
+//                   peers in rank order), the last combination written into the output.
 // After its reads a rank sends each peer "done" (slot 1) and completes only once every peer's "done" came, so no
 // send segment changes while a peer reads it. Otherwise (another host, small blocks) a block travels as one message
 // (slot 2) packed from its segments, gaps zeroed, and the receiver scatters it into its recv segments (all_gather)
-// or combines the packed blocks in rank order (reduce_scatter). This rank's own block goes by the same walk with
-// memcpy: all_gather defers it while the messages travel.
+// or combines the packed blocks into its own (reduce_scatter; the peers in rank order). This rank's own block goes
+// by the same walk with memcpy: all_gather defers it while the messages travel.
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -211,7 +211,7 @@ void build_reduce_scatter(UcxOp& op, int64_t direct_min_bytes) {
     for (int s = 1; s < n; ++s) op.after(work, op.send((r + s) % n, kDoneSlot, nullptr, 0));
     return;
   }
-  // Packed: block j to rank j as one message; this rank's block r from every peer, combined in rank order.
+  // Packed: block j to rank j as one message; this rank's block r from every peer, combined into its own in rank order.
   std::vector<char*> from(static_cast<size_t>(n), nullptr);
   std::vector<int> got;
   for (int s = 1; s < n; ++s) {
