@@ -82,6 +82,21 @@ struct thread_call {
   dt_status_t status;
   char message[512];
 };
+/* A versioned DLPack CPU f32 tensor of `shape` (2 dims) over `data`, released through dl_deleter. */
+static DLManagedTensorVersioned* dl_cpu_f32(void* data, int64_t* shape) {
+  DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)calloc(1, sizeof *m);
+  m->version.major = 1;
+  m->deleter = dl_deleter;
+  m->dl_tensor.data = data;
+  m->dl_tensor.device.device_type = kDLCPU;
+  m->dl_tensor.ndim = 2;
+  m->dl_tensor.dtype.code = kDLFloat;
+  m->dl_tensor.dtype.bits = 32;
+  m->dl_tensor.dtype.lanes = 1;
+  m->dl_tensor.shape = shape;
+  return m;
+}
+
 static void* redistribute_from_thread(void* arg) {
   struct thread_call* c = (struct thread_call*)arg;
   dt_placement_t r[1];
@@ -324,20 +339,12 @@ int main(int argc, char** argv) {
   }
   {
     static int64_t dl_shape[2] = {3, 2};
-    DLManagedTensorVersioned* m = (DLManagedTensorVersioned*)calloc(1, sizeof *m);
+    DLManagedTensorVersioned* m;
     dt_tensor_t from_dl;
     void* data;
     float* values = (float*)malloc(6 * sizeof(float));
     for (i = 0; i < 6; ++i) values[i] = (float)(rank * 10 + i);
-    m->version.major = 1;
-    m->deleter = dl_deleter;
-    m->dl_tensor.data = values;
-    m->dl_tensor.device.device_type = kDLCPU;
-    m->dl_tensor.ndim = 2;
-    m->dl_tensor.dtype.code = kDLFloat;
-    m->dl_tensor.dtype.bits = 32;
-    m->dl_tensor.dtype.lanes = 1;
-    m->dl_tensor.shape = dl_shape;
+    m = dl_cpu_f32(values, dl_shape);
     spec[0] = shard(0);
     CHECK(dt_tensor_from_dlpack(mesh, m, spec, 1, NULL, 0, &from_dl));
     CHECK(dt_tensor_local_data(from_dl, &data));
@@ -346,10 +353,8 @@ int main(int argc, char** argv) {
     CHECK(dt_tensor_destroy(from_dl));
     EXPECT(g_dl_deleted == 1);
     /* A bad one is still released (ownership passes on every path). */
-    m = (DLManagedTensorVersioned*)calloc(1, sizeof *m);
+    m = dl_cpu_f32(malloc(6 * sizeof(float)), dl_shape);
     m->version.major = 9;
-    m->deleter = dl_deleter;
-    m->dl_tensor.data = malloc(4);
     EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "major version 9", dt_tensor_from_dlpack(mesh, m, spec, 1, NULL, 0, &from_dl));
     EXPECT(g_dl_deleted == 2);
     {
@@ -357,16 +362,7 @@ int main(int argc, char** argv) {
       dt_from_local_params_t bad;
       dt_from_local_params_init(&bad);
       bad.struct_size = 0;
-      m = (DLManagedTensorVersioned*)calloc(1, sizeof *m);
-      m->version.major = 1;
-      m->deleter = dl_deleter;
-      m->dl_tensor.data = malloc(6 * sizeof(float));
-      m->dl_tensor.device.device_type = kDLCPU;
-      m->dl_tensor.ndim = 2;
-      m->dl_tensor.dtype.code = kDLFloat;
-      m->dl_tensor.dtype.bits = 32;
-      m->dl_tensor.dtype.lanes = 1;
-      m->dl_tensor.shape = dl_shape;
+      m = dl_cpu_f32(malloc(6 * sizeof(float)), dl_shape);
       EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "params.struct_size is 0",
                     dt_tensor_from_dlpack(mesh, m, spec, 1, &bad, 0, &from_dl));
       EXPECT(g_dl_deleted == 3);
