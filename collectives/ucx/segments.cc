@@ -7,9 +7,9 @@
 // a range this rank wants, and up to IOV_MAX pieces go in one process_vm_readv; the parts no send segment covers are
 // zeroed.
 //   all_gather      each peer's block straight into this rank's recv segments for it.
-//   reduce_scatter  (every member on this host) this rank's block r, piece by cache-sized piece: its own segments
-//                   copied into one buffer, each peer's read into another and combined into it (own first, then the
-//                   peers in rank order), the last combination written into the output.
+//   reduce_scatter  (every member on this host) this rank's block r, piece by cache-sized piece: each peer's piece
+//                   read into a buffer and combined, own rows first (read where they lie) then the peers in rank
+//                   order, the last combination written into the output.
 // After its reads a rank sends each peer "done" (slot 1) and completes only once every peer's "done" came, so no
 // send segment changes while a peer reads it. Otherwise (another host, small blocks) a block travels as one message
 // (slot 2) packed from its segments, gaps zeroed, and the receiver scatters it into its recv segments (all_gather)
@@ -166,9 +166,7 @@ void build_reduce_scatter(UcxOp& op, int64_t direct_min_bytes) {
   const int n = op.size(), r = op.rank();
   const int64_t es = int64_t(op.elem_size()), block = a.count * es;
   const bool direct = n > 1 && op.comm()->one_host && direct_min_bytes >= 0 && block >= direct_min_bytes;
-  std::vector<List> lists;
-  for (int j = 0; j < n; ++j) lists.push_back(keep(op, a.send_segments[size_t(j)]));
-  const List own = lists[size_t(r)];
+  const List own = keep(op, a.send_segments[size_t(r)]);
   UcxOp* self = &op;
 
   if (direct) {
@@ -186,23 +184,40 @@ void build_reduce_scatter(UcxOp& op, int64_t direct_min_bytes) {
               wire_bytes(int64_t(a.send_segments[size_t(j)].size())));
     }
     const int64_t piece = std::max(es, std::min(block, kPieceBytes / es * es));
-    char* acc = static_cast<char*>(op.scratch(2 * piece));
+    char* acc = static_cast<char*>(op.scratch(3 * piece));  // the running combination, a peer's piece, zeros
+    std::memset(acc + 2 * piece, 0, size_t(piece));
     const int work = op.run([self, theirs, own, block, piece, acc, es, n, r] {
       const CollectiveArgs& args = self->args();
       std::vector<std::vector<Segment>> peers(static_cast<size_t>(n));
       for (int q = 0; q < n; ++q)
         if (q != r) peers[size_t(q)] = peer_list(*self, q, theirs + (own.size + 1) * q, own.size, block);
       char* incoming = acc + piece;
+      const char* zeros = acc + 2 * piece;
       char* out = static_cast<char*>(args.recv);
       const int last = r == n - 1 ? n - 2 : n - 1;  // the last peer combined: its result goes to the output
+      auto combine = [&](char* dst, const char* a, const char* b, size_t bytes) {
+        kernels::reduce(dst, a, b, int64_t(bytes) / es, args.dtype, args.op, Device::cpu());
+      };
       for (int64_t c0 = 0; c0 < block; c0 += piece) {
         const int64_t m = std::min(piece, block - c0);
-        const Segment mine{c0, m, acc}, theirs_piece{c0, m, incoming};
-        copy_segments(own.data, own.size, &mine, 1);
+        const Segment theirs_piece{c0, m, incoming};
+        bool first = true;
         for (int q = 0; q < n; ++q) {
           if (q == r) continue;
           read_pieces(*self, q, peers[size_t(q)], &theirs_piece, 1);
-          kernels::reduce(q == last ? out + c0 : acc, acc, incoming, m / es, args.dtype, args.op, Device::cpu());
+          char* dst = q == last ? out + c0 : acc;
+          if (first) {
+            // This rank's rows combined with the first peer's straight from where they lie (zeros where it has
+            // none): no copy of its own block.
+            const Segment span{c0, m, dst};
+            walk_segments(
+                own.data, own.size, &span, 1,
+                [&](char* d, const char* src, size_t len) { combine(d, src, incoming + (d - dst), len); },
+                [&](char* d, size_t len) { combine(d, zeros, incoming + (d - dst), len); });
+            first = false;
+          } else {
+            combine(dst, acc, incoming, size_t(m));
+          }
         }
         if (args.op == ReduceOp::kAvg) kernels::divide_by(out + c0, m / es, args.dtype, n, Device::cpu());
       }
@@ -222,7 +237,7 @@ void build_reduce_scatter(UcxOp& op, int64_t direct_min_bytes) {
   for (int s = 1; s < n; ++s) {
     const int j = (r + s) % n;
     char* buf = static_cast<char*>(op.scratch(std::max<int64_t>(1, block)));
-    const List list = lists[size_t(j)];
+    const List list = keep(op, a.send_segments[size_t(j)]);
     const int pack = op.run([buf, block, list] {
       const Segment whole{0, block, buf};
       copy_segments(list.data, list.size, &whole, 1);
