@@ -27,14 +27,14 @@ def log(msg):
     print(msg, file=sys.stderr, flush=True)
 
 
-def driver_parser(description, prefix, steps, cases):
+def driver_parser(description, prefix, steps, cases, rounds=3):
     """The options every driver takes: BUILD_DIR, --torch-only, --rounds, --steps, --warmup, --cases (defaults from
-    PREFIX_ROUNDS (3), PREFIX_STEPS (steps), PREFIX_WARMUP (3), PREFIX_CASES (all of cases)). Add the driver's own,
-    then parse_driver_args."""
+    PREFIX_ROUNDS (rounds), PREFIX_STEPS (steps), PREFIX_WARMUP (3), PREFIX_CASES (all of cases)). Add the driver's
+    own, then parse_driver_args."""
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("build", help="the Meson build folder")
     ap.add_argument("--torch-only", action="store_true", help="run only the PyTorch side")
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get(f"{prefix}_ROUNDS", "3")))
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get(f"{prefix}_ROUNDS", str(rounds))))
     ap.add_argument("--steps", type=int, default=int(os.environ.get(f"{prefix}_STEPS", str(steps))))
     ap.add_argument("--warmup", type=int, default=int(os.environ.get(f"{prefix}_WARMUP", "3")))
     ap.add_argument("--cases", default=os.environ.get(f"{prefix}_CASES", ",".join(cases)),

@@ -10,6 +10,10 @@ Cases (dtensor: bench/fsdp_mlp, examples/train_gpt; PyTorch: bench/fsdp/torch_fs
           each (fsdp_mlp --fsdp --dp 2 under dtrun; FSDP2 under torchrun).
           targets: dtensor FSDP <= 0.5x PyTorch FSDP2 at batch 2, <= 0.7x at batch 8; <= 1.15x dtensor's own
           one-process step at the same global batch.
+          Beside them, one rank's share without communication: one process with nproc/2 threads at half the
+          global batch (the whole model's optimizer step, which FSDP halves). It splits 'vs 1 proc' in two: what
+          the data-parallel split costs (share / one process: each rank computes the full weight gradients from
+          half the tokens) and what the communication costs on the same cores (FSDP / share).   information
   mlp-tp  FSDP + TP on a (dp 2, tp 2) mesh, 4 processes, batch 8 (the largest of --batches): parallelize_module
           (fc1 Colwise, fc2 Rowwise) then fully_shard over dp, both sides.               target: <= 0.7x PyTorch
   gpt     bench/train's GPT (default config), one process and FSDP on 2 processes: train_gpt [--fsdp --dp 2]
@@ -28,7 +32,7 @@ largest memory figure. Prints the table on stderr and one JSON line per (case, s
    "peak_bytes":.. (peak RSS above the footprint, the largest rank), ...}
 Exits 1 when a run failed.
 
-Environment: DT_BENCH_FSDP_ROUNDS (3), DT_BENCH_FSDP_STEPS (10), DT_BENCH_FSDP_WARMUP (3), DT_BENCH_FSDP_CASES,
+Environment: DT_BENCH_FSDP_ROUNDS (5), DT_BENCH_FSDP_STEPS (10), DT_BENCH_FSDP_WARMUP (3), DT_BENCH_FSDP_CASES,
 DT_BENCH_FSDP_ARGS (MLP model arguments for both sides, e.g. "--layers 2 --dim 256"), DT_BENCH_FSDP_TORCH_ONLY=1,
 DT_BENCH_VENV (the PyTorch venv; also DT_BENCH_TRAIN_VENV; default BUILD_DIR/bench-venv).
 """
@@ -80,7 +84,7 @@ def summarize(rows, warmup):
 
 
 def main():
-    ap = benchlib.driver_parser("dtensor's FSDP against PyTorch FSDP2", "DT_BENCH_FSDP", 10, CASES)
+    ap = benchlib.driver_parser("dtensor's FSDP against PyTorch FSDP2", "DT_BENCH_FSDP", 10, CASES, rounds=5)
     ap.add_argument("--batches", default="2,8", help="global batches of the mlp case (default 2,8)")
     a = benchlib.parse_driver_args(ap, sys.argv[1:])
     build, cases, mlp_args, torch_only = a.build, a.cases, a.model_args, a.torch_only
@@ -119,9 +123,11 @@ def main():
                 two = ["--batch", str(b), "--dp", "2", "--threads", str(max(1, cores // 2))] + common + mlp_args
                 sides = [("torch", 1, cores, torch_side(1, ["--model", "mlp"] + one)),
                          ("torch-fsdp2", 2, max(1, cores // 2), torch_side(2, ["--model", "mlp"] + two))]
+                share = ["--batch", str(b // 2), "--threads", str(max(1, cores // 2))] + common + mlp_args
                 if not torch_only:
                     sides[:0] = [("dtensor", 1, cores, dt_side(fsdp_mlp, 1, one)),
-                                 ("dtensor-fsdp", 2, max(1, cores // 2), dt_side(fsdp_mlp, 2, ["--fsdp"] + two))]
+                                 ("dtensor-fsdp", 2, max(1, cores // 2), dt_side(fsdp_mlp, 2, ["--fsdp"] + two)),
+                                 ("dtensor-share", 1, max(1, cores // 2), dt_side(fsdp_mlp, 1, share))]
                 plans.append((f"mlp-b{b}", f"mlp, batch {b}", "mlp", b, sides))
         elif c == "mlp-tp":
             b = max(batches)
@@ -247,7 +253,20 @@ def main():
         "above the footprint before the model (largest rank); 'peak/theory': the most dtensor held during the steps "
         "(its memory accounting; the allocator's peak where absent) / Note [The MLP benchmark's memory from its shapes]; 'hidden': "
         "communication hidden behind compute")
-    return benchlib.report("bench/fsdp", headers, table, met, total, failed)
+    rc = benchlib.report("bench/fsdp", headers, table, met, total, failed)
+    for key, label, model, batch, sides in plans:
+        share, one, fsdp = agg(key, "dtensor-share"), agg(key, "dtensor"), agg(key, "dtensor-fsdp")
+        if not (share and one and fsdp):
+            continue
+        split, comm = ratio(share, one), ratio(fsdp, share)
+        log(f"{label}: one rank's share without communication (1 process, batch {batch // 2}) {share['ms']:.1f} ms: "
+            f"FSDP / 1 process {ratio(fsdp, one):.2f}x = the data-parallel split {split:.2f}x (share / 1 process) "
+            f"x the communication on the same cores {comm:.2f}x (FSDP / share)")
+        print(json.dumps({"bench": "fsdp", "case": key, "impl": "dtensor", "fsdp": False, "model": model,
+                          "ranks": 1, "batch": batch // 2, "global_batch": batch, "share_of": "dtensor-fsdp",
+                          "step_ms": round(share["ms"], 3), "rounds": share["rounds"],
+                          "split_ratio": round(split, 4), "communication_ratio": round(comm, 4)}), flush=True)
+    return rc
 
 
 if __name__ == "__main__":
