@@ -48,6 +48,10 @@ CollectiveArgs scalars_of(const CollectiveArgs& a) {
   s.root = a.root;
   s.peer = a.peer;
   s.stream = a.stream;
+  // Markers only (the lists are the call's, read while building): describe() names views and segments as the
+  // call's own description does, also in the errors of a call that fails later.
+  s.recv_views.resize(a.recv_views.size());
+  s.send_segments.resize(a.send_segments.size());
   return s;
 }
 
