@@ -71,14 +71,23 @@ TEST(IntraOp, ResultsDoNotDependOnTheThreads) {
 }
 
 TEST(IntraOp, GemmsSplitOverTheThreads) {
-  // By rows of C (one matrix, both operands possibly transposed) and by batch; against the same GEMM on one thread.
+  // By rows of C (m >= n), by its columns (n > m), each with both operands possibly transposed, and by batch;
+  // against the same GEMM on one thread.
   const Tensor a = Tensor::randn({300, 200}, 4), b = Tensor::randn({200, 170}, 5);
+  const Tensor wa = Tensor::randn({90, 200}, 8), wb = Tensor::randn({200, 391}, 9);  // n > m: by columns
   const Tensor ab = Tensor::randn({6, 70, 64}, 6), bb = Tensor::randn({6, 64, 50}, 7);
+  const Tensor ab2 = Tensor::randn({2, 40, 64}, 10), bb2 = Tensor::randn({2, 64, 333}, 11);     // batch < threads
+  auto t = [](const Tensor& x) { return x.transpose(-2, -1).contiguous().transpose(-2, -1); };  // stored transposed
   auto run = [&] {
-    return std::vector<Tensor>{
-        matmul(a, b),
-        matmul(a.transpose(0, 1).contiguous().transpose(0, 1), b.transpose(0, 1).contiguous().transpose(0, 1)),
-        matmul(ab, bb), matmul(a.to(DType::f64), b.to(DType::f64))};
+    return std::vector<Tensor>{matmul(a, b),
+                               matmul(t(a), t(b)),
+                               matmul(wa, wb),
+                               matmul(t(wa), t(wb)),
+                               matmul(wa, t(wb)),
+                               matmul(ab, bb),
+                               matmul(ab2, t(bb2)),
+                               matmul(a.to(DType::f64), b.to(DType::f64)),
+                               matmul(t(wa.to(DType::f64)), wb.to(DType::f64))};
   };
   std::vector<Tensor> one, three;
   {

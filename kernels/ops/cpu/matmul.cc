@@ -78,19 +78,45 @@ void blas_rows(const GemmArgs& g, int64_t bi, int64_t r0, int64_t r1) {
                 static_cast<double*>(g.c) + c_off, blasint(g.ldc));
 }
 
+// Columns [c0, c1) of batch bi: op(B)'s columns are B's columns, or its rows when B is stored transposed.
+void blas_cols(const GemmArgs& g, int64_t bi, int64_t c0, int64_t c1) {
+  CBLAS_TRANSPOSE ta = g.a.trans ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = g.b.trans ? CblasTrans : CblasNoTrans;
+  const int64_t a_off = bi * g.a.batch_stride;
+  const int64_t b_off = bi * g.b.batch_stride + (g.b.trans ? c0 * g.b.ld : c0);
+  const int64_t c_off = bi * g.c_batch_stride + c0;
+  if (g.dtype == DType::f32)
+    cblas_sgemm(CblasRowMajor, ta, tb, blasint(g.m), blasint(c1 - c0), blasint(g.k), float(g.alpha),
+                static_cast<const float*>(g.a.data) + a_off, blasint(g.a.ld),
+                static_cast<const float*>(g.b.data) + b_off, blasint(g.b.ld), float(g.beta),
+                static_cast<float*>(g.c) + c_off, blasint(g.ldc));
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, blasint(g.m), blasint(c1 - c0), blasint(g.k), g.alpha,
+                static_cast<const double*>(g.a.data) + a_off, blasint(g.a.ld),
+                static_cast<const double*>(g.b.data) + b_off, blasint(g.b.ld), g.beta,
+                static_cast<double*>(g.c) + c_off, blasint(g.ldc));
+}
+
 }  // namespace
 
 void gemm(const GemmArgs& g) {
   for (int64_t v : {g.m, g.n, g.k, g.a.ld, g.b.ld, g.ldc})
     if (v > int64_t(std::numeric_limits<blasint>::max()))
       DT_THROW(Unsupported, "matmul: a matrix size or leading dim of ", v, " exceeds the BLAS integer range");
-  // With intra-op threads (kernels/cpu/parallel.h) a GEMM is split over them, by batch or by rows of C, each part
-  // one BLAS call (a program that sets them keeps BLAS's own threads at 1: train_gpt does).
+  // With intra-op threads (kernels/cpu/parallel.h) a GEMM is split over them, by batch, by rows of C or by its
+  // columns, each part one BLAS call (a program that sets them keeps BLAS's own threads at 1: train_gpt does). Each
+  // part packs the whole operand it does not split, so the split goes along the larger one: columns when op(B) is
+  // wider than op(A) is tall (n > m). A Linear on 256 tokens (m) into 2048 features (n) packs its 4 MiB weight once
+  // instead of once per thread: the MLP benchmark's one-process step at batch 2 on 2 threads, 123 -> 116 ms.
   const bool floating = g.dtype == DType::f32 || g.dtype == DType::f64;
   if (floating && intra_op_threads() > 1 && g.batch * g.m * g.n * g.k >= (int64_t(1) << 20)) {
     if (g.batch >= intra_op_threads()) {
       parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t bi = b0; bi < b1; ++bi) blas_rows(g, bi, 0, g.m);
+      });
+    } else if (g.n > g.m) {
+      parallel_for(g.n, 64, [&](int64_t c0, int64_t c1) {
+        for (int64_t bi = 0; bi < g.batch; ++bi) blas_cols(g, bi, c0, c1);
       });
     } else {
       parallel_for(g.m, 32, [&](int64_t r0, int64_t r1) {
