@@ -48,10 +48,10 @@ CollectiveArgs scalars_of(const CollectiveArgs& a) {
   s.root = a.root;
   s.peer = a.peer;
   s.stream = a.stream;
-  // Markers only (the lists are the call's, read while building): describe() names views and segments as the
-  // call's own description does, also in the errors of a call that fails later.
-  s.recv_views.resize(a.recv_views.size());
-  s.send_segments.resize(a.send_segments.size());
+  // One empty marker each, not the lists (those are the call's, read while building): describe() names views and
+  // segments as the call's own description does, also in the errors of a call that fails later.
+  if (a.has_views()) s.recv_views.resize(1);
+  if (a.has_segments()) s.send_segments.resize(1);
   return s;
 }
 

@@ -59,39 +59,21 @@ void gemm_loop(const GemmArgs& g, int64_t bi) {
   }
 }
 
-// Rows [r0, r1) of batch bi through BLAS: op(A)'s rows are A's rows, or its columns when A is stored transposed.
-void blas_rows(const GemmArgs& g, int64_t bi, int64_t r0, int64_t r1) {
+// The block rows [r0, r1) x columns [c0, c1) of C in batch bi through BLAS: op(A)'s rows are A's rows, or its
+// columns when A is stored transposed; op(B)'s columns are B's columns, or its rows when B is stored transposed.
+void blas_block(const GemmArgs& g, int64_t bi, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   CBLAS_TRANSPOSE ta = g.a.trans ? CblasTrans : CblasNoTrans;
   CBLAS_TRANSPOSE tb = g.b.trans ? CblasTrans : CblasNoTrans;
   const int64_t a_off = bi * g.a.batch_stride + (g.a.trans ? r0 : r0 * g.a.ld);
-  const int64_t c_off = bi * g.c_batch_stride + r0 * g.ldc;
-  const int64_t b_off = bi * g.b.batch_stride;
-  if (g.dtype == DType::f32)
-    cblas_sgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(g.n), blasint(g.k), float(g.alpha),
-                static_cast<const float*>(g.a.data) + a_off, blasint(g.a.ld),
-                static_cast<const float*>(g.b.data) + b_off, blasint(g.b.ld), float(g.beta),
-                static_cast<float*>(g.c) + c_off, blasint(g.ldc));
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(g.n), blasint(g.k), g.alpha,
-                static_cast<const double*>(g.a.data) + a_off, blasint(g.a.ld),
-                static_cast<const double*>(g.b.data) + b_off, blasint(g.b.ld), g.beta,
-                static_cast<double*>(g.c) + c_off, blasint(g.ldc));
-}
-
-// Columns [c0, c1) of batch bi: op(B)'s columns are B's columns, or its rows when B is stored transposed.
-void blas_cols(const GemmArgs& g, int64_t bi, int64_t c0, int64_t c1) {
-  CBLAS_TRANSPOSE ta = g.a.trans ? CblasTrans : CblasNoTrans;
-  CBLAS_TRANSPOSE tb = g.b.trans ? CblasTrans : CblasNoTrans;
-  const int64_t a_off = bi * g.a.batch_stride;
   const int64_t b_off = bi * g.b.batch_stride + (g.b.trans ? c0 * g.b.ld : c0);
-  const int64_t c_off = bi * g.c_batch_stride + c0;
+  const int64_t c_off = bi * g.c_batch_stride + r0 * g.ldc + c0;
   if (g.dtype == DType::f32)
-    cblas_sgemm(CblasRowMajor, ta, tb, blasint(g.m), blasint(c1 - c0), blasint(g.k), float(g.alpha),
+    cblas_sgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(c1 - c0), blasint(g.k), float(g.alpha),
                 static_cast<const float*>(g.a.data) + a_off, blasint(g.a.ld),
                 static_cast<const float*>(g.b.data) + b_off, blasint(g.b.ld), float(g.beta),
                 static_cast<float*>(g.c) + c_off, blasint(g.ldc));
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, blasint(g.m), blasint(c1 - c0), blasint(g.k), g.alpha,
+    cblas_dgemm(CblasRowMajor, ta, tb, blasint(r1 - r0), blasint(c1 - c0), blasint(g.k), g.alpha,
                 static_cast<const double*>(g.a.data) + a_off, blasint(g.a.ld),
                 static_cast<const double*>(g.b.data) + b_off, blasint(g.b.ld), g.beta,
                 static_cast<double*>(g.c) + c_off, blasint(g.ldc));
@@ -112,34 +94,24 @@ void gemm(const GemmArgs& g) {
   if (floating && intra_op_threads() > 1 && g.batch * g.m * g.n * g.k >= (int64_t(1) << 20)) {
     if (g.batch >= intra_op_threads()) {
       parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
-        for (int64_t bi = b0; bi < b1; ++bi) blas_rows(g, bi, 0, g.m);
+        for (int64_t bi = b0; bi < b1; ++bi) blas_block(g, bi, 0, g.m, 0, g.n);
       });
     } else if (g.n > g.m) {
       parallel_for(g.n, 64, [&](int64_t c0, int64_t c1) {
-        for (int64_t bi = 0; bi < g.batch; ++bi) blas_cols(g, bi, c0, c1);
+        for (int64_t bi = 0; bi < g.batch; ++bi) blas_block(g, bi, 0, g.m, c0, c1);
       });
     } else {
       parallel_for(g.m, 32, [&](int64_t r0, int64_t r1) {
-        for (int64_t bi = 0; bi < g.batch; ++bi) blas_rows(g, bi, r0, r1);
+        for (int64_t bi = 0; bi < g.batch; ++bi) blas_block(g, bi, r0, r1, 0, g.n);
       });
     }
     return;
   }
-  CBLAS_TRANSPOSE ta = g.a.trans ? CblasTrans : CblasNoTrans;
-  CBLAS_TRANSPOSE tb = g.b.trans ? CblasTrans : CblasNoTrans;
   for (int64_t bi = 0; bi < g.batch; ++bi) {
     switch (g.dtype) {
       case DType::f32:
-        cblas_sgemm(CblasRowMajor, ta, tb, blasint(g.m), blasint(g.n), blasint(g.k), float(g.alpha),
-                    static_cast<const float*>(g.a.data) + bi * g.a.batch_stride, blasint(g.a.ld),
-                    static_cast<const float*>(g.b.data) + bi * g.b.batch_stride, blasint(g.b.ld), float(g.beta),
-                    static_cast<float*>(g.c) + bi * g.c_batch_stride, blasint(g.ldc));
-        break;
       case DType::f64:
-        cblas_dgemm(CblasRowMajor, ta, tb, blasint(g.m), blasint(g.n), blasint(g.k), g.alpha,
-                    static_cast<const double*>(g.a.data) + bi * g.a.batch_stride, blasint(g.a.ld),
-                    static_cast<const double*>(g.b.data) + bi * g.b.batch_stride, blasint(g.b.ld), g.beta,
-                    static_cast<double*>(g.c) + bi * g.c_batch_stride, blasint(g.ldc));
+        blas_block(g, bi, 0, g.m, 0, g.n);
         break;
       case DType::i8:
         gemm_loop<int8_t>(g, bi);
