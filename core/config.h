@@ -51,6 +51,8 @@ enum class Type { kBool, kInt, kSeconds, kChoice, kString };
     "after this long without progress a UCX call checks its peers for death and for mismatched calls")                \
   X(kUcxAlgorithm, "DT_UCX_ALGORITHM", kString, "", 0, 0, "",                                                        \
     "UCX algorithms forced by name per collective, e.g. all_reduce:direct,all_gather:ring (default: by size)")        \
+  X(kFsdpMapShards, "DT_FSDP_MAP_SHARDS", kBool, "1", 0, 0, "",                                                       \
+    "FSDP on one host maps the peers' shards, not gathered copies (Note [Gathering by mapping]); 0: copies")          \
   X(kFaultInject, "DT_FAULT_INJECT", kString, "", 0, 0, "",                                                           \
     "testing: fail on purpose, RANK:POINT:N:ACTION, e.g. 2:all_gather:40:kill (Note [Fault injection])")              \
   X(kRank, "DT_RANK", kInt, "", 0, int64_t(1) << 30, "",                                                              \

@@ -5,11 +5,14 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 
-#include "core/error.h"
+#include "collectives/host_window.h"
 #include "core/allocator.h"
+#include "core/config.h"
+#include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/stream.h"
 #include "dtensor/ops.h"
@@ -130,6 +133,12 @@ struct ParamGroup::Impl {
   std::vector<Pending> reduces;    // per reduce class: the reduce-scatter, then (HSDP) the all-reduce
   std::vector<bool> reduced_has_grad;
   std::vector<DTensor> sharded_grads;
+  // Note [Gathering by mapping]: the window holding this rank's mapped shards, which parameters it maps, and the
+  // token each unshard gathers in their place (this rank's count of unshards, and every rank's).
+  std::shared_ptr<HostWindow> window;
+  std::vector<bool> mapped;
+  int64_t unshards = 0;
+  std::vector<int64_t> tokens;
 };
 
 ParamGroup::ParamGroup(std::string name, std::vector<std::string> names, const std::vector<DTensor>& params,
@@ -162,6 +171,86 @@ ParamGroup::ParamGroup(std::string name, std::vector<std::string> names, const s
   }
   m.acc.resize(params.size());
   m.sharded_grads.resize(params.size());
+  m.mapped.assign(params.size(), false);
+  map_shards();
+}
+
+// Note [Gathering by mapping]
+// On one host a gathered parameter need not be a copy: every rank keeps its shard of the parameter in a HostWindow
+// (collectives/host_window.h), and the parameter's unsharded storage is an address range that maps rank r's shard
+// at rank r's rows, for every r, this rank's own included. An unshard then moves none of its bytes, and a reshard
+// frees nothing: the range is the shards' own memory. The range stays mapped for the group's lifetime, so the storage
+// keeps its address and no page is faulted in after the first step. The all-gather still carries:
+//   - the parameters that cannot be mapped: a shard that is not a whole number of pages on every rank but the last
+//     (biases, norms). A group that casts to a param_dtype, offloads, or keeps a post-forward share
+//     (reshard_after_forward = k) keeps the copying path whole, as does any group on a GPU;
+//   - a token per rank, the count of this group's unshards. The all-gather completes only once every rank has
+//     started it, that is, has finished what it wrote to its shards before (the optimizer step, a checkpoint load),
+//     so the ranges read every shard as of this unshard. A rank whose count differs fails the wait, named.
+// The peers' pages are live, not a snapshot: a rank that writes its shards between a peer's unshard and that peer's
+// reshard changes what the peer computes with. The engine's order keeps clear of it: a rank steps its optimizer
+// only after the reduce-scatter of every group, which needs every peer's gradients, which a peer sends only once its
+// backward through the group (its last read) is done. After reshard a mapped parameter stays readable (it shows the
+// shards' current values) where a copied one fails as a released storage. The window is made with the group, a
+// collective over the shard dim that decides the same on every rank; DT_FSDP_MAP_SHARDS=0 turns it off.
+void ParamGroup::map_shards() {
+  Impl& m = *impl_;
+  const GroupLayout& L = m.layout;
+  const Device dev = mesh_.device();
+  if (dev.is_cuda() || L.shard_size < 2 || m.post_forward_comm || options_.offload_policy.cpu_offload ||
+      !m.shard_comm->supports_segments(dev))
+    return;
+  for (const ParamLayout& p : L.params)
+    if (p.orig_dtype != p.param_dtype) return;
+  const int64_t page = HostWindow::page_bytes();
+  std::vector<HostWindow::RangeSpec> ranges;
+  std::vector<size_t> which;
+  std::vector<int64_t> offsets;
+  int64_t window_bytes = 0;
+  for (size_t i = 0; i < L.params.size(); ++i) {
+    const ParamLayout& p = L.params[i];
+    const int64_t row_bytes = p.row_numel * int64_t(dtype_size(p.param_dtype));
+    if (p.unsharded_numel() == 0 || (p.chunk * row_bytes) % page != 0) continue;
+    HostWindow::RangeSpec range{p.unsharded_numel() * int64_t(dtype_size(p.param_dtype)), {}};
+    for (int64_t r = 0; r < L.shard_size; ++r) {
+      const IndexRange rows = p.rows_of(r);
+      if (rows.size() > 0)
+        range.pieces.push_back({int(r), window_bytes, rows.size() * row_bytes, rows.begin * row_bytes});
+    }
+    ranges.push_back(std::move(range));
+    which.push_back(i);
+    offsets.push_back(window_bytes);
+    window_bytes += p.chunk * row_bytes;
+  }
+  if (which.empty()) return;
+  m.window = HostWindow::create(*m.shard_comm, window_bytes, ranges, config::get_bool(config::Var::kFsdpMapShards));
+  if (!m.window) return;
+  const std::shared_ptr<HostWindow> w = m.window;
+  for (size_t k = 0; k < which.size(); ++k) {
+    const size_t i = which[k];
+    const ParamLayout& p = L.params[i];
+    // The shard moves into the window (the pool's copy is freed); its bytes stay charged to the parameters.
+    const Tensor old = params_[i].to_local().contiguous();
+    const int64_t n = int64_t(old.nbytes());
+    uint8_t* at = w->local() + offsets[k];
+    if (n > 0) std::memcpy(at, old.data_ptr(), size_t(n));
+    std::shared_ptr<Storage> shard;
+    {
+      MemoryKindScope kind(MemoryKind::kParameters);
+      count_memory(dev, MemoryKind::kParameters, n);
+      shard = Storage::wrap(at, size_t(n), dev, [w, dev, n](void*) { count_memory(dev, MemoryKind::kParameters, -n); });
+    }
+    const Shape& shape = p.sharded_local_shape;
+    params_[i] = DTensor::from_local_unchecked(Tensor(shard, shape, contiguous_strides(shape), 0, old.dtype()),
+                                               params_[i].mesh(), params_[i].spec(), params_[i].shape());
+    // The unsharded value: the range (no memory of its own, so nothing is charged).
+    auto storage =
+        Storage::wrap(w->range(k), size_t(p.unsharded_numel()) * dtype_size(p.param_dtype), dev, [w](void*) {});
+    m.storages[i] = storage;
+    Tensor local(storage, p.unsharded_local_shape, contiguous_strides(p.unsharded_local_shape), 0, p.param_dtype);
+    m.unsharded[i] = DTensor::from_local_unchecked(local, p.orig_mesh, p.orig_spec, p.global_shape);
+    m.mapped[i] = true;
+  }
 }
 
 ParamGroup::~ParamGroup() {
@@ -178,6 +267,7 @@ ParamGroup::~ParamGroup() {
 const std::string& ParamGroup::param_name(size_t i) const { return names_.at(i); }
 const DTensor& ParamGroup::sharded_param(size_t i) const { return params_.at(i); }
 const DTensor& ParamGroup::unsharded_param(size_t i) const { return impl_->unsharded.at(i); }
+bool ParamGroup::is_mapped(size_t i) const { return impl_->mapped.at(i); }
 
 int64_t ParamGroup::sharded_bytes() const {
   int64_t n = 0;
@@ -286,10 +376,12 @@ void ParamGroup::unshard(bool async) {
     // Note [Gathering into the parameters]
     m.segmented = true;
     for (size_t i = 0; i < L.params.size(); ++i)
-      m.storages[i]->resize(size_t(L.params[i].unsharded_numel()) * dtype_size(L.params[i].param_dtype));
+      if (!m.mapped[i])
+        m.storages[i]->resize(size_t(L.params[i].unsharded_numel()) * dtype_size(L.params[i].param_dtype));
     std::vector<Segment> send;
     if (shards_are_the_slot()) {
       for (size_t i = 0; i < L.params.size(); ++i) {
+        if (m.mapped[i]) continue;  // Note [Gathering by mapping]
         const Tensor& shard = params_[i].to_local();
         send.push_back(Segment{L.params[i].slot_byte_offset, int64_t(shard.nbytes()), shard.data_ptr()});
       }
@@ -304,6 +396,7 @@ void ParamGroup::unshard(bool async) {
     std::vector<std::vector<Segment>> recv(static_cast<size_t>(S));
     for (int64_t r = 0; r < S; ++r) {
       for (size_t i = 0; i < L.params.size(); ++i) {
+        if (m.mapped[i]) continue;
         const ParamLayout& p = L.params[i];
         const IndexRange rows = p.rows_of(r);
         const int64_t row_bytes = p.row_numel * int64_t(dtype_size(p.param_dtype));
@@ -311,7 +404,19 @@ void ParamGroup::unshard(bool async) {
                                           static_cast<uint8_t*>(m.storages[i]->data()) + rows.begin * row_bytes});
       }
     }
-    m.gather.start(m.shard_comm->all_gather_segments(std::move(send), L.slot_bytes, std::move(recv), dev), L.slot_bytes,
+    int64_t block = L.slot_bytes;
+    if (m.window) {  // the token, after the slot (Note [Gathering by mapping])
+      ++m.unshards;
+      m.tokens.assign(size_t(S) + 1, -1);
+      m.tokens[size_t(S)] = m.unshards;
+      send.push_back(Segment{block, int64_t(sizeof(int64_t)), &m.tokens[size_t(S)]});
+      for (int64_t r = 0; r < S; ++r)
+        recv[size_t(r)].push_back(Segment{block, int64_t(sizeof(int64_t)), &m.tokens[size_t(r)]});
+      block += int64_t(sizeof(int64_t));
+    }
+    int64_t sent = 0;  // what travels: the mapped parameters do not
+    for (const Segment& g : send) sent += g.bytes;
+    m.gather.start(m.shard_comm->all_gather_segments(std::move(send), block, std::move(recv), dev), sent,
                    &CommStats::all_gathers);
   } else {
     m.segmented = false;
@@ -337,6 +442,10 @@ void ParamGroup::wait_for_unshard() {
   m.kept = Tensor();
   if (m.segmented) {  // gathered straight into the parameters
     m.gathered = Tensor();
+    for (size_t r = 0; m.window && r + 1 < m.tokens.size(); ++r)
+      DT_CHECK_ARG(m.tokens[r] == m.unshards, "fsdp: group ", name_, " was unsharded ", m.unshards,
+                   " times on this rank but ", m.tokens[r], " times on rank ", m.shard_comm->global_ranks()[r],
+                   " (every rank must unshard its groups in the same order)");
     state_ = State::kUnsharded;
     return;
   }
@@ -397,7 +506,8 @@ void ParamGroup::reshard(bool post_forward) {
   } else {
     state_ = State::kSharded;
   }
-  for (auto& s : m.storages) s->release();
+  for (size_t i = 0; i < m.storages.size(); ++i)
+    if (!m.mapped[i]) m.storages[i]->release();
 }
 
 // ---- gradients ----

@@ -9,7 +9,8 @@
 //                       all-gather of the group, as bytes
 //   wait_for_unshard()  copy-out: each parameter's rows from every rank's slot into its unsharded storage
 //                       (a communicator with segmented blocks gathers straight from the shards into the storages
-//                       instead: Note [Gathering into the parameters] in param_group.cc)
+//                       instead: Note [Gathering into the parameters] in param_group.cc; on one host, shards of
+//                       whole pages are not gathered at all: Note [Gathering by mapping])
 //   reshard()           frees the unsharded storages (or keeps the post-forward share, reshard_after_forward = k)
 //   unshard / wait      again before backward
 //   accumulate_grad(i)  each parameter's unsharded gradient as it is complete
@@ -61,6 +62,10 @@ class ParamGroup {
   // The gathered value of parameter i (param_dtype; the original mesh and placements). Its storage is the same
   // object across steps; it may be read between wait_for_unshard() and reshard().
   const DTensor& unsharded_param(size_t i) const;
+  // Whether parameter i's unsharded value maps every rank's shard instead of holding a gathered copy (Note
+  // [Gathering by mapping] in param_group.cc): its storage is never released, and a peer's later writes to its
+  // shard show through it.
+  bool is_mapped(size_t i) const;
   State state() const { return state_; }
   bool is_unsharded() const { return state_ == State::kUnsharded; }
   const DeviceMesh& mesh() const { return mesh_; }
@@ -108,6 +113,9 @@ class ParamGroup {
   // Whether every shard is already what its region of this rank's slot would hold (param_dtype, on the group's
   // device, contiguous): then the gather sends the shards themselves.
   bool shards_are_the_slot() const;
+  // Moves the shards that can be mapped into a HostWindow and makes their unsharded storages ranges of it (Note
+  // [Gathering by mapping] in param_group.cc). Collective over the shard dim; called by the constructor.
+  void map_shards();
 
   std::string name_;
   DeviceMesh mesh_;

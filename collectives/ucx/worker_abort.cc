@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "collectives/ucx/tag.h"
 #include "collectives/ucx/worker.h"
@@ -90,13 +91,20 @@ bool UcxWorker::poll_abort_locked() {
 void UcxWorker::handle_abort_locked(const std::string& message, int from) {
   size_t nl = message.find('\n');
   if (nl == std::string::npos) return;
-  if (message.rfind(kDeathNotice, 0) == 0) {  // "dead G\nwhy": Note [A dead rank fails every group]
-    const long g = std::strtol(message.c_str() + std::strlen(kDeathNotice), nullptr, 10);
-    if (g < 0 || g >= size_ || g == rank_ || !peers_[size_t(g)].dead.empty()) return;
-    peers_[size_t(g)].dead = str_cat(message.substr(nl + 1), ", as global rank ", from, " saw");
-    any_dead_ = true;
-    DT_LOG_WARN("UCX: rank ", g, " died: ", peers_[size_t(g)].dead);
-    fail_dead_peers_locked({int(g)}, /*announce=*/false);
+  if (message.rfind(kDeathNotice, 0) == 0) {  // "dead G1 G2 ..\nwhy1\nwhy2 ..": Note [A dead rank fails every group]
+    std::istringstream ranks(message.substr(std::strlen(kDeathNotice), nl - std::strlen(kDeathNotice)));
+    std::istringstream whys(message.substr(nl + 1));
+    std::vector<int> newly_dead;
+    long g = 0;
+    std::string why;
+    while (ranks >> g && std::getline(whys, why)) {
+      if (g < 0 || g >= size_ || g == rank_ || !peers_[size_t(g)].dead.empty()) continue;
+      peers_[size_t(g)].dead = str_cat(why, ", as global rank ", from, " saw");
+      any_dead_ = true;
+      DT_LOG_WARN("UCX: rank ", g, " died: ", peers_[size_t(g)].dead);
+      newly_dead.push_back(int(g));
+    }
+    fail_dead_peers_locked(newly_dead, /*announce=*/false);
     return;
   }
   const uint32_t id = uint32_t(std::strtoul(message.substr(0, nl).c_str(), nullptr, 10));

@@ -174,18 +174,30 @@ void UcxWorker::fail_dead_peers_locked(const std::vector<int>& newly_dead, bool 
     auto c = w.lock();
     if (!c || c->failed) continue;
     std::string reason;
+    int named = dead;
     for (int g : newly_dead) {
       auto it = std::find(c->members.begin(), c->members.end(), g);
       if (it == c->members.end()) continue;
       reason = str_cat(peer_name(*c, int(it - c->members.begin())), " died (", peers_[size_t(g)].dead, ")");
+      named = g;
       break;
     }
     if (reason.empty()) reason = str_cat(global_peer_name(dead), " died (", why, "); the job lost a member");
+    // Several found dead at once: which died first (and made the others exit) cannot be told, so all are named.
+    for (int g : newly_dead)
+      if (g != named) reason += str_cat("; ", global_peer_name(g), " died too (", peers_[size_t(g)].dead, ")");
     fail_comm_locked(*c, ErrorCode::kRemoteError, reason, false);
   }
   if (!announce) return;
-  for (int g : newly_dead) {
-    const std::string payload = str_cat(kDeathNotice, g, "\n", peers_[size_t(g)].dead);
+  // One notice names every death seen at once (up to 16: the abort channel's messages are small), so that a peer
+  // names them all, as this rank does.
+  for (size_t first = 0; first < newly_dead.size(); first += 16) {
+    std::string ranks, whys;
+    for (size_t k = first; k < std::min(newly_dead.size(), first + 16); ++k) {
+      ranks += str_cat(k == first ? "" : " ", newly_dead[k]);
+      whys += str_cat("\n", peers_[size_t(newly_dead[k])].dead);
+    }
+    const std::string payload = str_cat(kDeathNotice, ranks, whys);
     for (int p = 0; p < size_; ++p)
       if (p != rank_ && peers_[size_t(p)].dead.empty()) post_abort_locked(p, payload);
   }

@@ -3,6 +3,7 @@
 // HSDP, mixed dtypes), the post-forward share (reshard_after_forward = k), and one collective per call.
 #include <gtest/gtest.h>
 
+#include "collectives/exchange.h"
 #include "collectives/thread/thread_comm.h"
 #include "dtensor/comm_counter.h"
 #include "fsdp/param_group.h"
@@ -27,6 +28,14 @@ const std::vector<Param> kParams{{"w", {7, 5}, DType::f32},
                                  {"v", {9}, DType::f32},
                                  {"d", {4, 3}, DType::f64},
                                  {"one", {1, 6}, DType::f32}};
+
+// Shards of whole pages on every rank but the last (Note [Gathering by mapping] in fsdp/param_group.cc): on one
+// host these are mapped, not copied, all but "b" (rows of 16 bytes).
+const std::vector<Param> kPageParams{{"w", {7, 1024}, DType::f32},  // 3 + 3 + 1 rows of 4 KiB over 3 ranks
+                                     {"b", {2, 4}, DType::f32},
+                                     {"v", {3072}, DType::f32},     // 1024 elements a rank
+                                     {"e", {2, 1024}, DType::f32},  // 1 + 1 + 0 rows
+                                     {"d", {4, 512}, DType::f64}};
 
 Tensor value_of(const Param& p, uint64_t seed) { return Tensor::randn(p.shape, seed, p.dtype); }
 
@@ -92,43 +101,44 @@ TEST_P(FsdpGather, ShardsGatherAndRefillUnevenParameters) {
   });
 }
 
-void check_reduction(const DeviceMesh& mesh, const fsdp::FsdpOptions& options, double divide) {
-  ParamGroup g("group", names_of(kParams), replicated(mesh, kParams), mesh, options);
+void check_reduction(const DeviceMesh& mesh, const fsdp::FsdpOptions& options, double divide,
+                     const std::vector<Param>& params = kParams) {
+  ParamGroup g("group", names_of(params), replicated(mesh, params), mesh, options);
   const int64_t n = mesh.size();
   const int64_t me = mesh.shape().linear_index(mesh.coordinate());
   const int64_t shard_size = mesh.size(mesh.ndim() - 1), shard_rank = mesh.local_rank(mesh.ndim() - 1);
   g.unshard(false);
   // Every parameter but "v" gets a gradient, "w" twice (the two are summed).
-  for (size_t i = 0; i < kParams.size(); ++i) {
-    if (kParams[i].name == "v") continue;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].name == "v") continue;
     const DTensor& u = g.unsharded_param(i);
-    Tensor grad = grad_of(kParams[i], i, me);
+    Tensor grad = grad_of(params[i], i, me);
     g.accumulate_grad(i, DTensor::from_local(grad, u.mesh(), u.placements()));
-    if (kParams[i].name == "w") g.accumulate_grad(i, DTensor::from_local(grad, u.mesh(), u.placements()));
+    if (params[i].name == "w") g.accumulate_grad(i, DTensor::from_local(grad, u.mesh(), u.placements()));
   }
   g.reshard();
   g.reduce_grads();
   g.wait_for_reduce();
-  for (size_t i = 0; i < kParams.size(); ++i) {
+  for (size_t i = 0; i < params.size(); ++i) {
     const DTensor& got = g.sharded_grad(i);
-    if (kParams[i].name == "v") {
+    if (params[i].name == "v") {
       EXPECT_FALSE(got.defined()) << "no gradient was given";
       continue;
     }
-    ASSERT_TRUE(got.defined()) << kParams[i].name;
-    EXPECT_TRUE(got.spec() == g.sharded_param(i).spec()) << kParams[i].name;
+    ASSERT_TRUE(got.defined()) << params[i].name;
+    EXPECT_TRUE(got.spec() == g.sharded_param(i).spec()) << params[i].name;
     // Reference: the sum over every rank of the mesh (in f64), divided.
-    Tensor want = Tensor::zeros(kParams[i].shape, DType::f64);
+    Tensor want = Tensor::zeros(params[i].shape, DType::f64);
     for (int64_t r = 0; r < n; ++r) {
-      Tensor term = grad_of(kParams[i], i, r).to(DType::f64);
-      if (kParams[i].name == "w") term = kernels::mul_scalar(term, 2.0);
+      Tensor term = grad_of(params[i], i, r).to(DType::f64);
+      if (params[i].name == "w") term = kernels::mul_scalar(term, 2.0);
       want = kernels::add(want, term);
     }
     want = kernels::mul_scalar(want, 1.0 / divide);
-    const IndexRange rows = chunk_range(kParams[i].shape[0], shard_size, shard_rank);
-    want = want.narrow(0, rows.begin, rows.size()).to(kParams[i].dtype);
+    const IndexRange rows = chunk_range(params[i].shape[0], shard_size, shard_rank);
+    want = want.narrow(0, rows.begin, rows.size()).to(params[i].dtype);
     EXPECT_TRUE(allclose(got.to_local(), want, 1e-5, 1e-6))
-        << kParams[i].name << ": max difference " << max_abs_diff(got.to_local(), want);
+        << params[i].name << ": max difference " << max_abs_diff(got.to_local(), want);
   }
 }
 
@@ -137,6 +147,43 @@ TEST_P(FsdpGather, ReduceScatterAveragesOrSumsUnevenGradients) {
     check_reduction(mesh, {}, 3.0);                                    // the default: the average
     check_reduction(mesh, {.gradient_divide_factor = 1.0}, 1.0);       // the sum
     check_reduction(mesh, {.gradient_divide_factor = 6.0}, 6.0);       // any factor
+  });
+}
+
+TEST(FsdpEngine, MappedShardsAreReadInPlaceAsTheyAreNow) {
+  on_threads(3, true, [](const DeviceMesh& mesh) {
+    ParamGroup g("group", names_of(kPageParams), replicated(mesh, kPageParams), mesh, {});
+    const std::vector<bool> mapped{true, false, true, true, true};
+    for (size_t i = 0; i < kPageParams.size(); ++i) EXPECT_EQ(g.is_mapped(i), mapped[i]) << kPageParams[i].name;
+    const int64_t r = mesh.local_rank(0);
+    std::vector<const Storage*> storages;
+    for (int round = 0; round < 3; ++round) {
+      // Round k gathers value_of(p, 100 + i + 10 k): before rounds 1 and 2 every rank writes its rows into its shard
+      // in place, as the optimizer does.
+      for (size_t i = 0; round > 0 && i < kPageParams.size(); ++i) {
+        const IndexRange rows = chunk_range(kPageParams[i].shape[0], 3, r);
+        Tensor shard = g.sharded_param(i).to_local();
+        shard.copy_(value_of(kPageParams[i], 100 + i + 10 * round).narrow(0, rows.begin, rows.size()));
+      }
+      CommCounter counter(mesh);
+      g.unshard();
+      g.wait_for_unshard();
+      EXPECT_EQ(counter.count(CollectiveKind::kAllGather), 1) << "one all-gather per group, mapped or not";
+      EXPECT_EQ(counter.total(), 1);
+      for (size_t i = 0; i < kPageParams.size(); ++i) {
+        const Tensor& u = g.unsharded_param(i).to_local();
+        EXPECT_TRUE(equal(u, value_of(kPageParams[i], 100 + i + 10 * round)))
+            << kPageParams[i].name << " round " << round;
+        if (round == 0) storages.push_back(u.storage().get());
+        EXPECT_EQ(u.storage().get(), storages[i]) << "the storage keeps its identity";
+      }
+      g.reshard();
+      for (size_t i = 0; i < kPageParams.size(); ++i)
+        EXPECT_EQ(g.unsharded_param(i).to_local().storage()->is_released(), !mapped[i]) << kPageParams[i].name;
+      // No rank writes its shard while a peer still reads it: in training the reduce-scatter orders the two.
+      all_gather_ints(*mesh.comm(0), {round});
+    }
+    check_reduction(mesh, {}, 3.0, kPageParams);
   });
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""examples/train_gpt on one process and on real processes with tp = 2, tp = 4, dp x tp = 2 x 2, FSDP over 2, HSDP
-2 x 2 and FSDP 2 x TP 2 (dtrun, UCX): the losses of the first 20 steps must agree with the one-process run within
-1e-4 relative, and every run must print one JSON line per step with the fields the issues name. A run stopped after
+"""examples/train_gpt on one process and on real processes with tp = 2, tp = 4, dp x tp = 2 x 2, FSDP over 2 (its
+shards mapped, then copied), HSDP 2 x 2 and FSDP 2 x TP 2 (dtrun, UCX): the losses of the first 20 steps must agree
+with the one-process run within 1e-4 relative, and every run must print one JSON line per step with the fields the issues name. A run stopped after
 step 10 with a checkpoint (FSDP 2, async save) and resumed on FSDP 2 x TP 2 continues with the same losses. The vocabulary (97)
 splits unevenly over 2 and 4 ranks, for TP and for FSDP's dim-0 shards.
 
@@ -12,6 +12,7 @@ sum in different orders), then tp = 2 with two processes sharing the GPU (UCX) a
 Exits 77 (skipped) when no GPU is usable.
 """
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -21,8 +22,8 @@ COMMON = ["--steps", str(STEPS), "--json", "--layers", "2", "--dim", "64", "--he
           "--seq", "16", "--batch", "4", "--threads", "1"]
 
 
-def run(cmd, first=1, last=STEPS):
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+def run(cmd, first=1, last=STEPS, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)} exited {out.returncode}:\n{out.stdout}\n{out.stderr}")
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{\"step")]
@@ -80,13 +81,16 @@ def main():
     if not ref[-1] < ref[0]:
         sys.exit(f"one process: the loss did not go down in {STEPS} steps: {ref}")
     worst = 0.0
-    for name, n, flags in [("tp 2", 2, ["--tp", "2"]), ("tp 4", 4, ["--tp", "4"]),
+    for name, n, flags, *env in [("tp 2", 2, ["--tp", "2"]), ("tp 4", 4, ["--tp", "4"]),
                            ("dp 2 x tp 2", 4, ["--dp", "2", "--tp", "2"]),
                            ("tp 2 sequence parallel", 2, ["--tp", "2", "--sequence-parallel"]),
                            ("fsdp 2", 2, ["--dp", "2", "--fsdp"]),
+                           # The copying gather where fsdp 2 maps the shards (Note [Gathering by mapping]).
+                           ("fsdp 2, shards copied", 2, ["--dp", "2", "--fsdp"], {"DT_FSDP_MAP_SHARDS": "0"}),
                            ("hsdp 2 x 2", 4, ["--dp", "4", "--hsdp", "2"]),
                            ("fsdp 2 x tp 2", 4, ["--dp", "2", "--tp", "2", "--fsdp"])]:
-        got = run([dtrun, "--nproc-per-node", str(n), "--timeout", "120", train] + flags + COMMON)
+        got = run([dtrun, "--nproc-per-node", str(n), "--timeout", "120", train] + flags + COMMON,
+                  env=env[0] if env else None)
         for step, (a, b) in enumerate(zip(got, ref), start=1):
             rel = abs(a - b) / abs(b)
             worst = max(worst, rel)
