@@ -19,6 +19,15 @@ namespace {
 
 int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
+// The descriptors create() holds: closed on every way out (a peer's death fails the exchanges with an exception).
+struct Descriptors {
+  std::vector<int> fds;
+  ~Descriptors() {
+    for (int fd : fds)
+      if (fd >= 0) close(fd);
+  }
+};
+
 std::string memfd_name(uint64_t tag) {
   char name[64];
   std::snprintf(name, sizeof(name), "dtensor-window-%016llx", static_cast<unsigned long long>(tag));
@@ -66,7 +75,10 @@ std::shared_ptr<HostWindow> HostWindow::create(Communicator& comm, int64_t bytes
     }
   }
   const uint64_t tag = (uint64_t(std::random_device{}()) << 32) ^ uint64_t(std::random_device{}());
-  int fd = -1;
+  // fds[r]: rank r's window, this rank's own included (the mappings keep the files once they are closed).
+  Descriptors open_fds{std::vector<int>(size_t(size), -1)};
+  std::vector<int>& fds = open_fds.fds;
+  int& fd = fds[size_t(me)];
   void* local = MAP_FAILED;
   if (enable) {
     fd = memfd_create(memfd_name(tag).c_str(), MFD_CLOEXEC);
@@ -79,13 +91,10 @@ std::shared_ptr<HostWindow> HostWindow::create(Communicator& comm, int64_t bytes
       all_gather_ints(comm, {window->local_ != nullptr, int64_t(getpid()), fd, int64_t(tag), window_bytes});
   bool ok = true;
   for (int r = 0; r < size; ++r) ok = ok && all[size_t(r) * 5] == 1;
-  std::vector<int> fds(size_t(size), -1);
-  if (ok) {
-    for (int r = 0; r < size; ++r) {
-      const int64_t* e = &all[size_t(r) * 5];
-      fds[size_t(r)] = r == me ? fd : open_peer(e[1], e[2], uint64_t(e[3]), e[4]);
-      ok = ok && fds[size_t(r)] >= 0;
-    }
+  for (int r = 0; ok && r < size; ++r) {
+    const int64_t* e = &all[size_t(r) * 5];
+    if (r != me) fds[size_t(r)] = open_peer(e[1], e[2], uint64_t(e[3]), e[4]);
+    ok = fds[size_t(r)] >= 0;
   }
   // Every rank has opened every window (or failed to) before any closes its own descriptor, which /proc names.
   for (int64_t v : all_gather_ints(comm, {int64_t(ok)})) ok = ok && v == 1;
@@ -104,9 +113,10 @@ std::shared_ptr<HostWindow> HostWindow::create(Communicator& comm, int64_t bytes
       ok = ok && at != MAP_FAILED;
     }
   }
-  for (int r = 0; r < size; ++r)
-    if (fds[size_t(r)] >= 0 && r != me) close(fds[size_t(r)]);
-  if (fd >= 0) close(fd);  // the mappings keep the file
+  for (int& f : fds) {
+    if (f >= 0) close(f);
+    f = -1;
+  }
   const std::vector<int64_t> oks = all_gather_ints(comm, {int64_t(ok)});
   for (int64_t v : oks) ok = ok && v == 1;
   if (!ok) return nullptr;  // the destructor unmaps what was mapped
