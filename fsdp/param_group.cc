@@ -137,6 +137,10 @@ struct ParamGroup::Impl {
   // token each unshard gathers in their place (this rank's count of unshards, and every rank's).
   std::shared_ptr<HostWindow> window;
   std::vector<bool> mapped;
+  // The segmented all-gather's block: each parameter's offset in it and its size (the slot's, or with a window only
+  // the parameters it does not map, packed, and the token).
+  std::vector<int64_t> block_offset;
+  int64_t block_bytes = 0;
   int64_t unshards = 0;
   std::vector<int64_t> tokens;
 };
@@ -172,6 +176,8 @@ ParamGroup::ParamGroup(std::string name, std::vector<std::string> names, const s
   m.acc.resize(params.size());
   m.sharded_grads.resize(params.size());
   m.mapped.assign(params.size(), false);
+  for (const ParamLayout& p : m.layout.params) m.block_offset.push_back(p.slot_byte_offset);
+  m.block_bytes = m.layout.slot_bytes;
   map_shards();
 }
 
@@ -251,6 +257,13 @@ void ParamGroup::map_shards() {
     m.unsharded[i] = DTensor::from_local_unchecked(local, p.orig_mesh, p.orig_spec, p.global_shape);
     m.mapped[i] = true;
   }
+  // The all-gather's block packs the rest, then the token.
+  m.block_bytes = 0;
+  for (size_t i = 0; i < L.params.size(); ++i) {
+    m.block_offset[i] = m.block_bytes;
+    if (!m.mapped[i]) m.block_bytes += L.params[i].padded_numel * int64_t(dtype_size(L.params[i].param_dtype));
+  }
+  m.block_bytes += int64_t(sizeof(int64_t));
 }
 
 ParamGroup::~ParamGroup() {
@@ -383,9 +396,10 @@ void ParamGroup::unshard(bool async) {
       for (size_t i = 0; i < L.params.size(); ++i) {
         if (m.mapped[i]) continue;  // Note [Gathering by mapping]
         const Tensor& shard = params_[i].to_local();
-        send.push_back(Segment{L.params[i].slot_byte_offset, int64_t(shard.nbytes()), shard.data_ptr()});
+        send.push_back(Segment{m.block_offset[i], int64_t(shard.nbytes()), shard.data_ptr()});
       }
     } else {
+      DT_ASSERT(!m.window, "fsdp: group ", name_, " maps shards that are not its all-gather slot");
       {
         MemoryKindScope kind(MemoryKind::kCommBuffers);
         m.gathered = Tensor::empty({L.slot_bytes}, DType::u8, dev);
@@ -400,19 +414,19 @@ void ParamGroup::unshard(bool async) {
         const ParamLayout& p = L.params[i];
         const IndexRange rows = p.rows_of(r);
         const int64_t row_bytes = p.row_numel * int64_t(dtype_size(p.param_dtype));
-        recv[size_t(r)].push_back(Segment{p.slot_byte_offset, rows.size() * row_bytes,
+        recv[size_t(r)].push_back(Segment{m.block_offset[i], rows.size() * row_bytes,
                                           static_cast<uint8_t*>(m.storages[i]->data()) + rows.begin * row_bytes});
       }
     }
-    int64_t block = L.slot_bytes;
-    if (m.window) {  // the token, after the slot (Note [Gathering by mapping])
+    const int64_t block = m.block_bytes;
+    if (m.window) {  // the token, at the block's end (Note [Gathering by mapping])
+      const int64_t at = block - int64_t(sizeof(int64_t));
       ++m.unshards;
       m.tokens.assign(size_t(S) + 1, -1);
       m.tokens[size_t(S)] = m.unshards;
-      send.push_back(Segment{block, int64_t(sizeof(int64_t)), &m.tokens[size_t(S)]});
+      send.push_back(Segment{at, int64_t(sizeof(int64_t)), &m.tokens[size_t(S)]});
       for (int64_t r = 0; r < S; ++r)
-        recv[size_t(r)].push_back(Segment{block, int64_t(sizeof(int64_t)), &m.tokens[size_t(r)]});
-      block += int64_t(sizeof(int64_t));
+        recv[size_t(r)].push_back(Segment{at, int64_t(sizeof(int64_t)), &m.tokens[size_t(r)]});
     }
     int64_t sent = 0;  // what travels: the mapped parameters do not
     for (const Segment& g : send) sent += g.bytes;
