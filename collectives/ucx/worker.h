@@ -211,9 +211,10 @@ class UcxWorker : public std::enable_shared_from_this<UcxWorker> {
   static void abort_recv_cb(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data);
   static void abort_send_cb(void* request, ucs_status_t status, void* user_data);
   void send_abort_locked(const CommState& comm, const std::string& text);
+  // One abort-channel message to global rank g.
   void post_abort_locked(int g, const std::string& payload);
-  static const char* const kDeathNotice;  // the abort-channel message "dead G1 G2\nwhy1\nwhy2" (deaths the sender saw)
-                                          // // one abort-channel message to global rank g
+  // The abort-channel message "dead G1 G2\nwhy1\nwhy2": the deaths the sender saw at once.
+  static const char* const kDeathNotice;
   std::unique_ptr<AbortRecv> abort_recv_;
   std::vector<std::unique_ptr<AbortSend>> abort_sends_;
 

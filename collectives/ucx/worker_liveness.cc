@@ -163,8 +163,9 @@ bool UcxWorker::await_group_failure_locked(const CommState& comm) {
 // would see only the next survivor exit on its error, and name that one. The first rank to see a death (by /proc, a
 // failed copy or a lost connection) fails its own communicators and sends one death notice to every live peer; a
 // peer that receives it fails all of its communicators the same way, naming the dead rank and who saw it, and does
-// not forward it. Calls on a communicator made later (a split included) fail at once, naming it. As with NCCL's
-// abort, this is per process: the survivors are expected to exit.
+// not forward it. Ranks found dead at once are all named, in the errors and in one notice: which of them died first
+// (and made the others exit on their errors) cannot be told from /proc. Calls on a communicator made later (a split
+// included) fail at once, naming it. As with NCCL's abort, this is per process: the survivors are expected to exit.
 void UcxWorker::fail_dead_peers_locked(const std::vector<int>& newly_dead, bool announce) {
   if (newly_dead.empty()) return;
   const int dead = newly_dead.front();
