@@ -134,7 +134,7 @@ struct ParamGroup::Impl {
   std::vector<bool> reduced_has_grad;
   std::vector<DTensor> sharded_grads;
   // Note [Gathering by mapping]: the window holding this rank's mapped shards, which parameters it maps, and the
-  // token each unshard gathers in their place (this rank's count of unshards, and every rank's).
+  // token each unshard gathers in their place (this rank's count of unshards, sent; every rank's, received).
   std::shared_ptr<HostWindow> window;
   std::vector<bool> mapped;
   // The segmented all-gather's block: each parameter's offset in it and its size (the slot's, or with a window only
@@ -422,9 +422,8 @@ void ParamGroup::unshard(bool async) {
     if (m.window) {  // the token, at the block's end (Note [Gathering by mapping])
       const int64_t at = block - int64_t(sizeof(int64_t));
       ++m.unshards;
-      m.tokens.assign(size_t(S) + 1, -1);
-      m.tokens[size_t(S)] = m.unshards;
-      send.push_back(Segment{at, int64_t(sizeof(int64_t)), &m.tokens[size_t(S)]});
+      m.tokens.assign(size_t(S), -1);
+      send.push_back(Segment{at, int64_t(sizeof(int64_t)), &m.unshards});
       for (int64_t r = 0; r < S; ++r)
         recv[size_t(r)].push_back(Segment{at, int64_t(sizeof(int64_t)), &m.tokens[size_t(r)]});
     }
@@ -456,7 +455,7 @@ void ParamGroup::wait_for_unshard() {
   m.kept = Tensor();
   if (m.segmented) {  // gathered straight into the parameters
     m.gathered = Tensor();
-    for (size_t r = 0; m.window && r + 1 < m.tokens.size(); ++r)
+    for (size_t r = 0; m.window && r < m.tokens.size(); ++r)
       DT_CHECK_ARG(m.tokens[r] == m.unshards, "fsdp: group ", name_, " was unsharded ", m.unshards,
                    " times on this rank but ", m.tokens[r], " times on rank ", m.shard_comm->global_ranks()[r],
                    " (every rank must unshard its groups in the same order)");

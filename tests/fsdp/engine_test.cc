@@ -64,6 +64,23 @@ void on_threads(int n, bool segments, const std::function<void(const DeviceMesh&
       ThreadCommOptions{.segments = segments});
 }
 
+// Unshards g with one all-gather and checks every parameter's gathered value against value_of(params[i], seed + i)
+// and its storage against the one it had the first time (recorded in `storages` then).
+void check_unshard(ParamGroup& g, const DeviceMesh& mesh, const std::vector<Param>& params, uint64_t seed,
+                   std::vector<const Storage*>& storages) {
+  CommCounter counter(mesh);
+  g.unshard();
+  g.wait_for_unshard();
+  EXPECT_EQ(counter.count(CollectiveKind::kAllGather), 1) << "one all-gather per group, mapped or not";
+  EXPECT_EQ(counter.total(), 1);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& u = g.unsharded_param(i).to_local();
+    EXPECT_TRUE(equal(u, value_of(params[i], seed + i))) << params[i].name << " from seed " << seed;
+    if (storages.size() == i) storages.push_back(u.storage().get());
+    EXPECT_EQ(u.storage().get(), storages[i]) << "the storage keeps its identity";
+  }
+}
+
 class FsdpGather : public testing::TestWithParam<bool> {};
 INSTANTIATE_TEST_SUITE_P(Paths, FsdpGather, testing::Values(true, false),
                          [](const auto& info) { return info.param ? "Segments" : "Flat"; });
@@ -82,17 +99,7 @@ TEST_P(FsdpGather, ShardsGatherAndRefillUnevenParameters) {
     }
     std::vector<const Storage*> storages;
     for (int round = 0; round < 2; ++round) {
-      CommCounter counter(mesh);
-      g.unshard();
-      g.wait_for_unshard();
-      EXPECT_EQ(counter.count(CollectiveKind::kAllGather), 1) << "one all-gather per group";
-      EXPECT_EQ(counter.total(), 1);
-      for (size_t i = 0; i < kParams.size(); ++i) {
-        const Tensor& u = g.unsharded_param(i).to_local();
-        EXPECT_TRUE(equal(u, value_of(kParams[i], 100 + i))) << kParams[i].name << " round " << round;
-        if (round == 0) storages.push_back(u.storage().get());
-        EXPECT_EQ(u.storage().get(), storages[i]) << "the storage keeps its identity";
-      }
+      check_unshard(g, mesh, kParams, 100, storages);
       g.reshard();
       for (size_t i = 0; i < kParams.size(); ++i)
         EXPECT_TRUE(g.unsharded_param(i).to_local().storage()->is_released()) << kParams[i].name;
@@ -165,18 +172,7 @@ TEST(FsdpEngine, MappedShardsAreReadInPlaceAsTheyAreNow) {
         Tensor shard = g.sharded_param(i).to_local();
         shard.copy_(value_of(kPageParams[i], 100 + i + 10 * round).narrow(0, rows.begin, rows.size()));
       }
-      CommCounter counter(mesh);
-      g.unshard();
-      g.wait_for_unshard();
-      EXPECT_EQ(counter.count(CollectiveKind::kAllGather), 1) << "one all-gather per group, mapped or not";
-      EXPECT_EQ(counter.total(), 1);
-      for (size_t i = 0; i < kPageParams.size(); ++i) {
-        const Tensor& u = g.unsharded_param(i).to_local();
-        EXPECT_TRUE(equal(u, value_of(kPageParams[i], 100 + i + 10 * round)))
-            << kPageParams[i].name << " round " << round;
-        if (round == 0) storages.push_back(u.storage().get());
-        EXPECT_EQ(u.storage().get(), storages[i]) << "the storage keeps its identity";
-      }
+      check_unshard(g, mesh, kPageParams, 100 + 10 * round, storages);
       g.reshard();
       for (size_t i = 0; i < kPageParams.size(); ++i)
         EXPECT_EQ(g.unsharded_param(i).to_local().storage()->is_released(), !mapped[i]) << kPageParams[i].name;
