@@ -54,8 +54,8 @@ void print_row(const Row& r) {
   std::printf("%-10s %6lld %6lld %6lld %10.1f %10.1f %7.3f %10.2e\n", r.op.c_str(), (long long)r.m, (long long)r.n,
               (long long)r.k, r.gflops, r.ref_gflops, r.gflops / r.ref_gflops, r.max_abs_diff);
   if (r.single_gflops > 0)
-    std::printf("%-10s %20s single process, same total work: %.1f GFLOP/s -> distributed / single = %.3f\n", "",
-                "", r.single_gflops, r.gflops / r.single_gflops);
+    std::printf("%-10s %20s single process, same total work: %.1f GFLOP/s -> distributed / single = %.3f\n", "", "",
+                r.single_gflops, r.gflops / r.single_gflops);
 }
 
 void print_json(const Row& r) {

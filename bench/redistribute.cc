@@ -99,23 +99,42 @@ int main(int argc, char** argv) {
     const bool lead = world->rank() == 0;
 
     std::vector<Case> cases = {
-        {"S(0)->R", OutSize::kTimesRanks, {dt::Shard(0)}, {dt::Replicate()},
+        {"S(0)->R",
+         OutSize::kTimesRanks,
+         {dt::Shard(0)},
+         {dt::Replicate()},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_gather(x.to_local(), out)->wait(); }},
-        {"S(1)->R", OutSize::kTimesRanks, {dt::Shard(1)}, {dt::Replicate()},
+        {"S(1)->R",
+         OutSize::kTimesRanks,
+         {dt::Shard(1)},
+         {dt::Replicate()},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_gather(x.to_local(), out)->wait(); }},
-        {"P->R", OutSize::kSame, {dt::Partial()}, {dt::Replicate()},
+        {"P->R",
+         OutSize::kSame,
+         {dt::Partial()},
+         {dt::Replicate()},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) {
            const dt::Tensor& in = x.to_local();
            comm->all_reduce(in.data_ptr(), out.data_ptr(), in.numel(), in.dtype(), dt::ReduceOp::kSum,
-                            dt::Device::cpu())->wait();
+                            dt::Device::cpu())
+               ->wait();
          }},
-        {"P->S(0)", OutSize::kOverRanks, {dt::Partial()}, {dt::Shard(0)},
+        {"P->S(0)",
+         OutSize::kOverRanks,
+         {dt::Partial()},
+         {dt::Shard(0)},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) {
            comm->reduce_scatter(x.to_local(), out, dt::ReduceOp::kSum)->wait();
          }},
-        {"S(0)->S(1)", OutSize::kSame, {dt::Shard(0)}, {dt::Shard(1)},
+        {"S(0)->S(1)",
+         OutSize::kSame,
+         {dt::Shard(0)},
+         {dt::Shard(1)},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_to_all(x.to_local(), out)->wait(); }},
-        {"S(0)->S(1)v", OutSize::kSame, {dt::Shard(0)}, {dt::Shard(1)},
+        {"S(0)->S(1)v",
+         OutSize::kSame,
+         {dt::Shard(0)},
+         {dt::Shard(1)},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) {
            const dt::Tensor& in = x.to_local();
            const int64_t R = in.size(0), C = in.size(1) / n;
@@ -127,9 +146,15 @@ int main(int argc, char** argv) {
            }
            comm->all_to_all_views(std::move(sv), std::move(rv), dt::Device::cpu())->wait();
          }},
-        {"S(1)->S(0)", OutSize::kSame, {dt::Shard(1)}, {dt::Shard(0)},
+        {"S(1)->S(0)",
+         OutSize::kSame,
+         {dt::Shard(1)},
+         {dt::Shard(0)},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) { comm->all_to_all(x.to_local(), out)->wait(); }},
-        {"S(1)->S(0)v", OutSize::kSame, {dt::Shard(1)}, {dt::Shard(0)},
+        {"S(1)->S(0)v",
+         OutSize::kSame,
+         {dt::Shard(1)},
+         {dt::Shard(0)},
          [&](const dt::DTensor& x, dt::Tensor&, dt::Tensor& out) {
            const dt::Tensor& in = x.to_local();
            const int64_t R = in.size(0) / n, C = in.size(1);
@@ -179,9 +204,9 @@ int main(int argc, char** argv) {
         dt::DTensor x = dt::distribute_tensor(full, mesh, c.from, {}, std::nullopt);  // every rank holds `full`
         const dt::Tensor& local = x.to_local();
         dt::Tensor scratch_in;
-        int64_t out_numel = c.out_size == OutSize::kTimesRanks ? local.numel() * n
+        int64_t out_numel = c.out_size == OutSize::kTimesRanks  ? local.numel() * n
                             : c.out_size == OutSize::kOverRanks ? local.numel() / n
-                                                                 : local.numel();
+                                                                : local.numel();
         dt::Tensor out = dt::Tensor::empty({out_numel});
         x.redistribute(c.to);  // warm-up: plan cache, buffers
         c.bare(x, scratch_in, out);
@@ -209,9 +234,10 @@ int main(int argc, char** argv) {
           const bool strided = std::string(c.name).find("(1)") != std::string::npos && n > 1;
           std::printf("%-12s %5d %9g %14.1f %10.1f %7.2f %7s\n", c.name, n, double(kib) / 1024, r, b, r / b,
                       strided ? std::to_string(floor).substr(0, 4).c_str() : "-");
-          std::printf("{\"bench\":\"redistribute\",\"transition\":\"%s\",\"ranks\":%d,\"bytes\":%lld,"
-                      "\"redistribute_us\":%.1f,\"bare_us\":%.1f,\"ratio\":%.3f,\"layout_floor\":%.3f}\n",
-                      c.name, n, (long long)(kib << 10), r, b, r / b, strided ? floor : 1.0);
+          std::printf(
+              "{\"bench\":\"redistribute\",\"transition\":\"%s\",\"ranks\":%d,\"bytes\":%lld,"
+              "\"redistribute_us\":%.1f,\"bare_us\":%.1f,\"ratio\":%.3f,\"layout_floor\":%.3f}\n",
+              c.name, n, (long long)(kib << 10), r, b, r / b, strided ? floor : 1.0);
           const double target = target_of(c.name);
           if (target > 0 && kib >= 1024) {
             ++judged;

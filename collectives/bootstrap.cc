@@ -79,9 +79,7 @@ std::string launcher_of(const std::string& var) {
 }  // namespace
 
 BootstrapEnv init_from_env() {
-  return init_from_env([](const std::string& name) -> std::optional<std::string> {
-    return config::lookup(name);
-  });
+  return init_from_env([](const std::string& name) -> std::optional<std::string> { return config::lookup(name); });
 }
 
 BootstrapEnv init_from_env(const EnvLookup& env) {

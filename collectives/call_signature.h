@@ -18,8 +18,8 @@ namespace dt {
 
 struct CallSignature {
   CollectiveKind kind = CollectiveKind::kBarrier;
-  bool split = false;  // Communicator::split (then nothing else counts)
-  bool views = false;  // the strided-views form of all_gather / all_to_all
+  bool split = false;     // Communicator::split (then nothing else counts)
+  bool views = false;     // the strided-views form of all_gather / all_to_all
   bool segments = false;  // the segmented-blocks form of all_gather (count: the block's bytes, which must agree)
   int64_t count = 0;
   DType dtype = DType::f32;

@@ -84,8 +84,8 @@ void parse(const VarInfo& var, const std::string& text, Value& out) {
       char* end = nullptr;
       errno = 0;
       const double v = std::strtod(text.c_str(), &end);
-      DT_CHECK_ARG(end != text.c_str() && *end == '\0' && errno == 0 && std::isfinite(v) && v > 0 && v < 1e9,
-                   var.name, " must be a positive number of seconds, got ", shown);
+      DT_CHECK_ARG(end != text.c_str() && *end == '\0' && errno == 0 && std::isfinite(v) && v > 0 && v < 1e9, var.name,
+                   " must be a positive number of seconds, got ", shown);
       out.d = v;
       return;
     }

@@ -23,9 +23,9 @@ inline void cuda_check(cudaError_t error, const std::string& what) {
 
 // DT_CUDA_CHECK(cudaMemcpyAsync(...)) or DT_CUDA_CHECK(cudaMemcpyAsync(...), "UCX staging of ", desc): throws
 // CudaError naming the context (when given), the call and CUDA's message.
-#define DT_CUDA_CHECK(call, ...)                                                                         \
-  do {                                                                                                   \
-    const cudaError_t dt_cuda_err_ = (call);                                                             \
-    if (dt_cuda_err_ != cudaSuccess)                                                                     \
-      ::dt::throw_cuda_error(dt_cuda_err_, ::dt::str_cat(__VA_ARGS__ __VA_OPT__(, ": ", ) #call));       \
+#define DT_CUDA_CHECK(call, ...)                                                                   \
+  do {                                                                                             \
+    const cudaError_t dt_cuda_err_ = (call);                                                       \
+    if (dt_cuda_err_ != cudaSuccess)                                                               \
+      ::dt::throw_cuda_error(dt_cuda_err_, ::dt::str_cat(__VA_ARGS__ __VA_OPT__(, ": ", ) #call)); \
   } while (0)

@@ -13,15 +13,15 @@
 namespace dt {
 
 // X(enum name, C++ type, printable name, is floating point)
-#define DT_FOR_EACH_DTYPE(X)  \
-  X(f32, float, "f32", true)  \
-  X(f64, double, "f64", true) \
-  X(f16, Half, "f16", true)   \
+#define DT_FOR_EACH_DTYPE(X)      \
+  X(f32, float, "f32", true)      \
+  X(f64, double, "f64", true)     \
+  X(f16, Half, "f16", true)       \
   X(bf16, BFloat16, "bf16", true) \
-  X(i8, int8_t, "i8", false)  \
-  X(i32, int32_t, "i32", false) \
-  X(i64, int64_t, "i64", false) \
-  X(u8, uint8_t, "u8", false) \
+  X(i8, int8_t, "i8", false)      \
+  X(i32, int32_t, "i32", false)   \
+  X(i64, int64_t, "i64", false)   \
+  X(u8, uint8_t, "u8", false)     \
   X(b8, bool, "bool", false)
 
 enum class DType : uint8_t {
@@ -77,10 +77,10 @@ DType dtype_from_name(std::string_view name);
 
 template <typename T>
 struct DTypeOf;
-#define DT_TRAIT_(name, type, str, fp)                 \
-  template <>                                          \
-  struct DTypeOf<type> {                               \
-    static constexpr DType value = DType::name;        \
+#define DT_TRAIT_(name, type, str, fp)          \
+  template <>                                   \
+  struct DTypeOf<type> {                        \
+    static constexpr DType value = DType::name; \
   };
 DT_FOR_EACH_DTYPE(DT_TRAIT_)
 #undef DT_TRAIT_

@@ -31,9 +31,9 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
-#define DT_ERROR_SUBCLASS_(Name, Code)                                            \
-  class Name : public Error {                                                    \
-   public:                                                                       \
+#define DT_ERROR_SUBCLASS_(Name, Code)                                             \
+  class Name : public Error {                                                      \
+   public:                                                                         \
     explicit Name(const std::string& message) : Error(ErrorCode::Code, message) {} \
   };
 DT_ERROR_SUBCLASS_(InvalidArgument, kInvalidArgument)
@@ -60,8 +60,8 @@ std::string str_cat(Args&&... args) {
 }  // namespace dt
 
 // Validates user input: throws dt::InvalidArgument with the concatenated message.
-#define DT_CHECK_ARG(cond, ...)                                       \
-  do {                                                                \
+#define DT_CHECK_ARG(cond, ...)                                           \
+  do {                                                                    \
     if (!(cond)) throw ::dt::InvalidArgument(::dt::str_cat(__VA_ARGS__)); \
   } while (0)
 
@@ -69,9 +69,9 @@ std::string str_cat(Args&&... args) {
 #define DT_THROW(Type, ...) throw ::dt::Type(::dt::str_cat(__VA_ARGS__))
 
 // Internal invariants only: a failure is a bug in dtensor, reported as dt::InternalError (never an abort).
-#define DT_ASSERT(cond, ...)                                                                          \
-  do {                                                                                               \
-    if (!(cond))                                                                                     \
-      throw ::dt::InternalError(::dt::str_cat("internal invariant failed at ", __FILE__, ":", __LINE__, \
-                                              ": " #cond " ", ##__VA_ARGS__));                       \
+#define DT_ASSERT(cond, ...)                                                                                       \
+  do {                                                                                                             \
+    if (!(cond))                                                                                                   \
+      throw ::dt::InternalError(                                                                                   \
+          ::dt::str_cat("internal invariant failed at ", __FILE__, ":", __LINE__, ": " #cond " ", ##__VA_ARGS__)); \
   } while (0)

@@ -59,7 +59,7 @@ struct Half {
     uint32_t u = detail::float_bits(f);
     uint32_t sign = (u >> 16) & 0x8000u;
     uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+    if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
     if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: infinity
     if (a < 0x38800000u) {                                  // below the smallest normal half (2^-14): subnormal
       if (a < 0x33000000u) return uint16_t(sign);           // below half the smallest subnormal (2^-25): zero

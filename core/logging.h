@@ -23,9 +23,9 @@ std::string rank_prefix();
 
 }  // namespace dt
 
-#define DT_LOG_AT_(level, ...)                                                              \
-  do {                                                                                      \
-    if (::dt::log_enabled(level)) ::dt::log_line(level, ::dt::str_cat(__VA_ARGS__));        \
+#define DT_LOG_AT_(level, ...)                                                       \
+  do {                                                                               \
+    if (::dt::log_enabled(level)) ::dt::log_line(level, ::dt::str_cat(__VA_ARGS__)); \
   } while (0)
 #define DT_LOG_ERROR(...) DT_LOG_AT_(::dt::LogLevel::kError, __VA_ARGS__)
 #define DT_LOG_WARN(...) DT_LOG_AT_(::dt::LogLevel::kWarn, __VA_ARGS__)

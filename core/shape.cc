@@ -42,8 +42,8 @@ std::string shape_str(const Shape& shape) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* what) {
   int64_t lo = ndim > 0 ? -ndim : -1, hi = ndim > 0 ? ndim - 1 : 0;
-  DT_CHECK_ARG(dim >= lo && dim <= hi, what, " ", dim, " is out of range for a tensor with ", ndim,
-               " dims (expected ", lo, "..", hi, ")");
+  DT_CHECK_ARG(dim >= lo && dim <= hi, what, " ", dim, " is out of range for a tensor with ", ndim, " dims (expected ",
+               lo, "..", hi, ")");
   return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
 }
 

@@ -8,7 +8,10 @@
 namespace dt {
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset, DType dtype)
-    : storage_(std::move(storage)), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset),
+    : storage_(std::move(storage)),
+      shape_(std::move(shape)),
+      strides_(std::move(strides)),
+      offset_(offset),
       dtype_(dtype) {
   DT_ASSERT(shape_.size() == strides_.size());
 }
@@ -43,8 +46,8 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, Device device
 }
 
 Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype) {
-  DT_CHECK_ARG(int64_t(values.size()) == shape_numel(shape), "from_vector: ", values.size(),
-               " values given for shape ", shape_str(shape), " (", shape_numel(shape), " elements expected)");
+  DT_CHECK_ARG(int64_t(values.size()) == shape_numel(shape), "from_vector: ", values.size(), " values given for shape ",
+               shape_str(shape), " (", shape_numel(shape), " elements expected)");
   Tensor t = empty(shape, dtype);
   dispatch_dtype(dtype, [&]<typename T>() {
     T* p = t.data<T>();
@@ -186,8 +189,8 @@ std::vector<Tensor> Tensor::split_with_sizes(const std::vector<int64_t>& sizes, 
     DT_CHECK_ARG(s >= 0, "split_with_sizes: sizes must be non-negative, got ", shape_str(sizes));
     total += s;
   }
-  DT_CHECK_ARG(total == shape_[size_t(d)], "split_with_sizes: sizes ", shape_str(sizes), " sum to ", total,
-               " but dim ", d, " has size ", shape_[size_t(d)]);
+  DT_CHECK_ARG(total == shape_[size_t(d)], "split_with_sizes: sizes ", shape_str(sizes), " sum to ", total, " but dim ",
+               d, " has size ", shape_[size_t(d)]);
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {
@@ -234,8 +237,8 @@ bool compute_view_strides(const Shape& old_shape, const Shape& old_strides, cons
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t td = int64_t(old_shape.size()) - 1; td >= 0; --td) {
     tensor_numel *= old_shape[size_t(td)];
-    if (td == 0 || (old_shape[size_t(td - 1)] != 1 &&
-                    old_strides[size_t(td - 1)] != tensor_numel * chunk_base_stride)) {
+    if (td == 0 ||
+        (old_shape[size_t(td - 1)] != 1 && old_strides[size_t(td - 1)] != tensor_numel * chunk_base_stride)) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_shape[size_t(view_d)] == 1)) {
         (*out)[size_t(view_d)] = view_numel * chunk_base_stride;
         view_numel *= new_shape[size_t(view_d)];

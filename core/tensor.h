@@ -32,8 +32,8 @@ class Tensor {
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f32);
   template <typename T>
   static Tensor from_data(const std::vector<T>& values, const Shape& shape) {
-    DT_CHECK_ARG(int64_t(values.size()) == shape_numel(shape), "from_data: ", values.size(),
-                 " values given for shape ", shape_str(shape), " (", shape_numel(shape), " elements expected)");
+    DT_CHECK_ARG(int64_t(values.size()) == shape_numel(shape), "from_data: ", values.size(), " values given for shape ",
+                 shape_str(shape), " (", shape_numel(shape), " elements expected)");
     Tensor t = empty(shape, dtype_of<T>);
     T* p = t.data<T>();
     for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
@@ -113,8 +113,8 @@ class Tensor {
   Tensor& zero_(Stream stream = {}) { return fill_(0, stream); }
 
   // ---- host-side inspection (tests, printing) ----
-  double item() const;                         // single-element tensors
-  std::vector<double> to_vector() const;       // contiguous order, converted to double
+  double item() const;                    // single-element tensors
+  std::vector<double> to_vector() const;  // contiguous order, converted to double
   std::string to_string(int64_t max_per_dim = 8) const;
 
  private:

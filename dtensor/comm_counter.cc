@@ -81,9 +81,12 @@ std::string CommCounter::summary() const {
     bool f2 = true;
     for (auto& [d, e] : dims) {
       os << (f2 ? "" : ", ");
-      if (d < 0) os << "other";
-      else if (mesh_ && mesh_->shape().has_names()) os << mesh_->shape().dim_label(d);
-      else os << "mesh dim " << d;
+      if (d < 0)
+        os << "other";
+      else if (mesh_ && mesh_->shape().has_names())
+        os << mesh_->shape().dim_label(d);
+      else
+        os << "mesh dim " << d;
       os << ": " << e.first;
       f2 = false;
     }

@@ -91,7 +91,8 @@ DeviceMesh DeviceMesh::create(CommunicatorPtr world, Device device, std::vector<
       std::ostringstream os;
       for (size_t i = 0; i < differ.size(); ++i) os << (i ? ", " : "") << differ[i];
       DT_THROW(InvalidArgument, "DeviceMesh::create: rank ", world->rank(), " built mesh ", shape.to_string(), " on ",
-               device, " but rank(s) ", os.str(), " built a different mesh (sizes, names, ranks or device differ); "
+               device, " but rank(s) ", os.str(),
+               " built a different mesh (sizes, names, ranks or device differ); "
                "every rank must create the same mesh");
     }
   }
@@ -184,8 +185,7 @@ DeviceMesh DeviceMesh::sub_mesh(const std::vector<std::string>& names) const {
     // The ranks that agree with us on the dims outside `names` form the sub-mesh.
     std::vector<int64_t> base = p.coord;
     for (int64_t m : dims) base[size_t(m)] = 0;
-    sub->mesh_comm = p.mesh_comm->split(int(p.shape.linear_index(base)),
-                                        int(sub->shape.linear_index(sub->coord)));
+    sub->mesh_comm = p.mesh_comm->split(int(p.shape.linear_index(base)), int(sub->shape.linear_index(sub->coord)));
   }
   p.sub_meshes.emplace(names, sub);
   return DeviceMesh(sub);

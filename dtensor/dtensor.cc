@@ -115,9 +115,8 @@ DTensor DTensor::from_local(const Tensor& local, const DeviceMesh& mesh, std::ve
   Tensor contiguous = local.contiguous();
 
   if (global_shape && !options.run_check) {
-    DT_CHECK_ARG(int64_t(global_shape->size()) == local.dim(), "from_local: global shape ",
-                 shape_str(*global_shape), " has ", global_shape->size(), " dims but the local tensor has ",
-                 local.dim());
+    DT_CHECK_ARG(int64_t(global_shape->size()) == local.dim(), "from_local: global shape ", shape_str(*global_shape),
+                 " has ", global_shape->size(), " dims but the local tensor has ", local.dim());
     Shape want = local_shape(*global_shape, ms, spec, mesh.coordinate());
     DT_CHECK_ARG(want == local.shape(), "from_local: rank ", mesh.global_rank(), " at coordinate ",
                  shape_str(mesh.coordinate()), " passed a local tensor of shape ", shape_str(local.shape()),
@@ -236,8 +235,7 @@ struct RedistributeHandle::State {
   DTensor result;
 };
 
-RedistributeHandle DTensor::redistribute_async(std::vector<Placement> placements,
-                                               const ShardOrder& shard_order) const {
+RedistributeHandle DTensor::redistribute_async(std::vector<Placement> placements, const ShardOrder& shard_order) const {
   DT_CHECK_ARG(defined(), "redistribute_async of an undefined DTensor");
   return redistribute_async_to(make_spec(std::move(placements), shard_order, dim(), mesh_));
 }

@@ -54,8 +54,7 @@ int main() {
         {"gather over tp: replicated everywhere", {dt::Replicate(), dt::Replicate()}, {}},
         {"tp partial sums (exact: only tp coordinate 0 keeps values)", {dt::Replicate(), dt::Partial()}, {}},
         {"reduce-scatter the partial sums onto rows", {dt::Replicate(), dt::Shard(0)}, {}},
-        {"FSDP on top of TP: dp shards each tp row block (order tp, dp)", {dt::Shard(0), dt::Shard(0)},
-         {{0, {1, 0}}}},
+        {"FSDP on top of TP: dp shards each tp row block (order tp, dp)", {dt::Shard(0), dt::Shard(0)}, {{0, {1, 0}}}},
         {"columns over tp", {dt::Replicate(), dt::Shard(1)}, {}},
         {"partial max over dp", {dt::Partial(dt::ReduceOp::kMax), dt::Shard(1)}, {}},
         {"everything replicated", {dt::Replicate(), dt::Replicate()}, {}},
@@ -64,8 +63,8 @@ int main() {
     int ok = 0;
     for (size_t i = 0; i < chain.size(); ++i) {
       const Step& s = chain[i];
-      const dt::Plan& plan = dt::plan_redistribution(mesh.shape(), x.shape(), x.to_local().element_size(),
-                                                     x.spec(), dt::ShardingSpec(s.to, s.order));
+      const dt::Plan& plan = dt::plan_redistribution(mesh.shape(), x.shape(), x.to_local().element_size(), x.spec(),
+                                                     dt::ShardingSpec(s.to, s.order));
       dt::CommCounter counter(mesh);
       dt::DTensor y = x.redistribute(s.to, s.order);
       std::string counts = counter.summary();
@@ -87,7 +86,8 @@ int main() {
     // column-parallel output projection and a loss-parallel cross-entropy over the class-sharded logits.
     const int64_t B = 7, D = 64, H = 128, V = 4096;  // 7 rows: uneven over dp; a vocabulary worth sharding
     dt::Tensor xs = dt::Tensor::randn({B, D}, 1), w1 = dt::Tensor::randn({H, D}, 2, dt::DType::f32, 0, 0.3);
-    dt::Tensor w2 = dt::Tensor::randn({D, H}, 3, dt::DType::f32, 0, 0.3), w3 = dt::Tensor::randn({V, D}, 4, dt::DType::f32, 0, 0.05);
+    dt::Tensor w2 = dt::Tensor::randn({D, H}, 3, dt::DType::f32, 0, 0.3),
+               w3 = dt::Tensor::randn({V, D}, 4, dt::DType::f32, 0, 0.05);
     dt::Tensor ids = dt::Tensor::rand({B}, 5, dt::DType::i64, 0, double(V));
     // distribute_tensor scatters rank 0's tensors (each rank receives only its block); the counter below counts the
     // model's own communication, from the first layer on.
@@ -117,11 +117,13 @@ int main() {
     ok += mlp_ok && no_gather;
 
     if (lead)
-      std::printf("demo: %d/%zu redistributions exact on a 2x2 (dp, tp) mesh over %d processes, %lld collectives, "
-                  "%lld bytes sent per rank\n",
-                  ok - int(mlp_ok && no_gather), chain.size(), world->size(), (long long)total_collectives,
-                  (long long)total_bytes);
-    if (lead) std::printf("demo: tensor-parallel MLP loss %s the single-process loss\n", mlp_ok ? "matches" : "DIFFERS FROM");
+      std::printf(
+          "demo: %d/%zu redistributions exact on a 2x2 (dp, tp) mesh over %d processes, %lld collectives, "
+          "%lld bytes sent per rank\n",
+          ok - int(mlp_ok && no_gather), chain.size(), world->size(), (long long)total_collectives,
+          (long long)total_bytes);
+    if (lead)
+      std::printf("demo: tensor-parallel MLP loss %s the single-process loss\n", mlp_ok ? "matches" : "DIFFERS FROM");
     world->barrier()->wait();
     dt::destroy_process_group();
     return ok == int(chain.size()) + 1 ? 0 : 1;

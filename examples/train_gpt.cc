@@ -23,12 +23,12 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "examples/cli.h"
-#include "placement/layout.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/fully_shard_memory.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
+#include "placement/layout.h"
 
 namespace {
 
@@ -37,14 +37,14 @@ struct Args {
   int64_t hidden = 0, seed = 0, threads = 0, successors = 4, warmup = 0;
   double lr = 1e-3, clip = 1.0;
   bool json = false, sequence_parallel = false, checkpoint = false, cuda = false, fsdp = false, cpu_offload = false;
-  int64_t hsdp = 1;              // replicate groups of HSDP (1: plain FSDP)
-  std::string mixed_precision;   // "", "bf16" or "f16": FSDP's param dtype (gradients reduced in f32)
-  std::string save_dir;          // checkpoints in save_dir/step-NNNNNN (model and AdamW state)
-  int64_t save_every = 0;        // 0: at the end only
-  int64_t keep = 2;              // complete checkpoints kept
+  int64_t hsdp = 1;             // replicate groups of HSDP (1: plain FSDP)
+  std::string mixed_precision;  // "", "bf16" or "f16": FSDP's param dtype (gradients reduced in f32)
+  std::string save_dir;         // checkpoints in save_dir/step-NNNNNN (model and AdamW state)
+  int64_t save_every = 0;       // 0: at the end only
+  int64_t keep = 2;             // complete checkpoints kept
   bool async_save = false, resume = false;
-  int64_t stop_at = 0;           // > 0: end after this step, as a preempted job would (the schedule still spans --steps)
-  std::string export_path;       // the model's weights as safetensors at the end
+  int64_t stop_at = 0;      // > 0: end after this step, as a preempted job would (the schedule still spans --steps)
+  std::string export_path;  // the model's weights as safetensors at the end
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -64,25 +64,44 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
     auto num = [&](auto& dst) { dt::examples::take_number(argc, argv, i, dst, usage); };
-    if (k == "--dp") num(a.dp);
-    else if (k == "--tp") num(a.tp);
-    else if (k == "--layers") num(a.layers);
-    else if (k == "--dim") num(a.dim);
-    else if (k == "--heads") num(a.heads);
-    else if (k == "--vocab") num(a.vocab);
-    else if (k == "--seq") num(a.seq);
-    else if (k == "--batch") num(a.batch);
-    else if (k == "--hidden") num(a.hidden);
-    else if (k == "--steps") num(a.steps);
-    else if (k == "--seed") num(a.seed);
-    else if (k == "--lr") num(a.lr);
-    else if (k == "--warmup") num(a.warmup);
-    else if (k == "--clip") num(a.clip);
-    else if (k == "--successors") num(a.successors);
-    else if (k == "--threads") num(a.threads);
-    else if (k == "--json") a.json = true;
-    else if (k == "--fsdp") a.fsdp = true;
-    else if (k == "--cpu-offload") a.cpu_offload = true;
+    if (k == "--dp")
+      num(a.dp);
+    else if (k == "--tp")
+      num(a.tp);
+    else if (k == "--layers")
+      num(a.layers);
+    else if (k == "--dim")
+      num(a.dim);
+    else if (k == "--heads")
+      num(a.heads);
+    else if (k == "--vocab")
+      num(a.vocab);
+    else if (k == "--seq")
+      num(a.seq);
+    else if (k == "--batch")
+      num(a.batch);
+    else if (k == "--hidden")
+      num(a.hidden);
+    else if (k == "--steps")
+      num(a.steps);
+    else if (k == "--seed")
+      num(a.seed);
+    else if (k == "--lr")
+      num(a.lr);
+    else if (k == "--warmup")
+      num(a.warmup);
+    else if (k == "--clip")
+      num(a.clip);
+    else if (k == "--successors")
+      num(a.successors);
+    else if (k == "--threads")
+      num(a.threads);
+    else if (k == "--json")
+      a.json = true;
+    else if (k == "--fsdp")
+      a.fsdp = true;
+    else if (k == "--cpu-offload")
+      a.cpu_offload = true;
     else if (k == "--hsdp") {
       num(a.hsdp);
       a.fsdp = true;
@@ -91,26 +110,32 @@ Args parse(int argc, char** argv) {
       a.mixed_precision = argv[++i];
       if (a.mixed_precision != "bf16" && a.mixed_precision != "f16")
         usage("--mixed-precision: bf16 or f16, not " + a.mixed_precision);
-    }
-    else if (k == "--device") {
+    } else if (k == "--device") {
       if (i + 1 >= argc) usage("--device needs cpu or cuda");
       const std::string v = argv[++i];
       if (v != "cpu" && v != "cuda") usage("--device: cpu or cuda, not " + v);
       a.cuda = v == "cuda";
-    }
-    else if (k == "--sequence-parallel") a.sequence_parallel = true;
-    else if (k == "--save-every") num(a.save_every);
-    else if (k == "--keep") num(a.keep);
-    else if (k == "--async-save") a.async_save = true;
-    else if (k == "--stop-at") num(a.stop_at);
-    else if (k == "--resume") a.resume = true;
+    } else if (k == "--sequence-parallel")
+      a.sequence_parallel = true;
+    else if (k == "--save-every")
+      num(a.save_every);
+    else if (k == "--keep")
+      num(a.keep);
+    else if (k == "--async-save")
+      a.async_save = true;
+    else if (k == "--stop-at")
+      num(a.stop_at);
+    else if (k == "--resume")
+      a.resume = true;
     else if (k == "--save-dir" || k == "--export") {
       if (i + 1 >= argc) usage(k + " needs a path");
       (k == "--save-dir" ? a.save_dir : a.export_path) = argv[++i];
-    }
-    else if (k == "--checkpoint") a.checkpoint = true;
-    else if (k == "--help" || k == "-h") usage("help");
-    else usage("unknown option " + k);
+    } else if (k == "--checkpoint")
+      a.checkpoint = true;
+    else if (k == "--help" || k == "-h")
+      usage("help");
+    else
+      usage("unknown option " + k);
   }
   if (a.dp < 1 || a.tp < 1 || a.steps < 0 || a.batch < 1 || a.seq < 2 || a.vocab < 2 || a.successors < 1 ||
       a.successors > a.vocab)
@@ -183,7 +208,7 @@ void print_memory(const dt::CommunicatorPtr& world, const dt::Device& device, co
   world->all_gather(in, all)->wait();
   if (!lead) return;
   if (json) {
-    const char* keys[] = {"peak_bytes",      "params_bytes", "gathered_peak_bytes", "grads_peak_bytes",
+    const char* keys[] = {"peak_bytes",      "params_bytes",    "gathered_peak_bytes",    "grads_peak_bytes",
                           "optimizer_bytes", "comm_peak_bytes", "activations_peak_bytes", "theory_bytes"};
     std::printf("{\"memory\":[");
     for (int r = 0; r < world->size(); ++r) {
@@ -194,9 +219,10 @@ void print_memory(const dt::CommunicatorPtr& world, const dt::Device& device, co
     std::printf("]}\n");
     return;
   }
-  std::printf("memory per rank (MiB; peaks except parameters and optimizer state, which are current):\n"
-              "rank    peak   params  gathered   grads  optimizer    comm  activations%s\n",
-              fsdp ? "  peak/theory" : "");
+  std::printf(
+      "memory per rank (MiB; peaks except parameters and optimizer state, which are current):\n"
+      "rank    peak   params  gathered   grads  optimizer    comm  activations%s\n",
+      fsdp ? "  peak/theory" : "");
   const int64_t* v = all.data<int64_t>();
   for (int r = 0; r < world->size(); ++r, v += n) {
     auto m = [&](int i) { return double(v[i]) / (1024.0 * 1024.0); };
@@ -223,9 +249,9 @@ int main(int argc, char** argv) {
     const dt::DeviceType type = a.cuda ? dt::DeviceType::kCUDA : dt::DeviceType::kCPU;
     const std::vector<std::string> dp_dims =
         a.hsdp > 1 ? std::vector<std::string>{"dp_replicate", "dp_shard"} : std::vector<std::string>{"dp"};
-    dt::DeviceMesh mesh = a.hsdp > 1 ? dt::DeviceMesh::create(type, {a.hsdp, a.dp / a.hsdp, a.tp},
-                                                              {"dp_replicate", "dp_shard", "tp"})
-                                     : dt::DeviceMesh::create(type, {a.dp, a.tp}, {"dp", "tp"});
+    dt::DeviceMesh mesh =
+        a.hsdp > 1 ? dt::DeviceMesh::create(type, {a.hsdp, a.dp / a.hsdp, a.tp}, {"dp_replicate", "dp_shard", "tp"})
+                   : dt::DeviceMesh::create(type, {a.dp, a.tp}, {"dp", "tp"});
     dt::DeviceMesh tp = mesh["tp"], dp = a.hsdp > 1 ? mesh.flatten(dp_dims, "dp") : mesh["dp"];
     const int64_t rss_base = dt::process_rss_bytes();
     dt::nn::GptConfig cfg;
@@ -268,7 +294,9 @@ int main(int argc, char** argv) {
                   (long long)a.batch, (long long)model->num_parameters());
       std::printf("mesh (dp %lld, tp %lld)%s%s; corpus: %lld successors per token, entropy floor %.4f nats\n",
                   (long long)a.dp, (long long)a.tp, a.sequence_parallel ? " with sequence parallelism" : "",
-                  !a.fsdp ? "" : a.hsdp > 1 ? (", HSDP (" + std::to_string(a.hsdp) + " replicas)").c_str() : ", FSDP",
+                  !a.fsdp      ? ""
+                  : a.hsdp > 1 ? (", HSDP (" + std::to_string(a.hsdp) + " replicas)").c_str()
+                               : ", FSDP",
                   (long long)a.successors, corpus.entropy_floor());
     }
     // --resume: the newest complete checkpoint under --save-dir (the data of step k depends on k alone, so the run
@@ -316,7 +344,8 @@ int main(int argc, char** argv) {
     for (int64_t step = first_step; step <= last_step; ++step) {
       const auto t0 = std::chrono::steady_clock::now();
       dt::Tensor tokens = dt::Tensor::empty({rows, a.seq + 1}, dt::DType::i64);
-      for (int64_t r = 0; r < rows; ++r) corpus.sequence(step, row0 + r, a.seq + 1, tokens.data<int64_t>() + r * (a.seq + 1));
+      for (int64_t r = 0; r < rows; ++r)
+        corpus.sequence(step, row0 + r, a.seq + 1, tokens.data<int64_t>() + r * (a.seq + 1));
       dt::Tensor ids = tokens.narrow(1, 0, a.seq).contiguous(), targets = tokens.narrow(1, 1, a.seq).contiguous();
       opt.set_lr(schedule.lr_at(step - 1));
       // The loss of this dp rank's rows as a share of the global mean: sum / (global tokens), so the dp sum of the
@@ -340,10 +369,11 @@ int main(int argc, char** argv) {
       const double peak = double(dt::memory_usage(mesh.device()).total_peak);
       if (lead) {
         if (a.json)  // %.17g round-trips the double: runs can be compared bit for bit
-          std::printf("{\"step\":%lld,\"loss\":%.17g,\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"peak_bytes\":%.0f,"
-                      "\"rss_base_bytes\":%lld,\"rss_peak_bytes\":%lld}\n",
-                      (long long)step, value, secs, tokens_per_step / secs, peak, (long long)rss_base,
-                      (long long)dt::process_peak_rss_bytes());
+          std::printf(
+              "{\"step\":%lld,\"loss\":%.17g,\"step_s\":%.6f,\"tokens_per_s\":%.1f,\"peak_bytes\":%.0f,"
+              "\"rss_base_bytes\":%lld,\"rss_peak_bytes\":%lld}\n",
+              (long long)step, value, secs, tokens_per_step / secs, peak, (long long)rss_base,
+              (long long)dt::process_peak_rss_bytes());
         else
           std::printf("step %4lld  loss %.5f  %9.0f tokens/s  lr %.2e  peak %s per rank\n", (long long)step, value,
                       tokens_per_step / secs, opt.lr(), mib(peak).c_str());
@@ -362,18 +392,20 @@ int main(int argc, char** argv) {
     if (a.steps > 0) print_memory(world, mesh.device(), *model, a.fsdp, lead, a.json);
     if (lead && a.json && a.fsdp && a.steps > 0) {
       const dt::fsdp::CommStats c = dt::fsdp::comm_stats();
-      std::printf("{\"comm\":{\"issued_s\":%.6f,\"exposed_s\":%.6f,\"hidden_share\":%.4f,\"all_gathers\":%lld,"
-                  "\"reduce_scatters\":%lld,\"all_reduces\":%lld,\"bytes\":%lld}}\n",
-                  c.issued_s, c.exposed_s, c.issued_s > 0 ? 1.0 - c.exposed_s / c.issued_s : 0.0,
-                  (long long)c.all_gathers, (long long)c.reduce_scatters, (long long)c.all_reduces, (long long)c.bytes);
+      std::printf(
+          "{\"comm\":{\"issued_s\":%.6f,\"exposed_s\":%.6f,\"hidden_share\":%.4f,\"all_gathers\":%lld,"
+          "\"reduce_scatters\":%lld,\"all_reduces\":%lld,\"bytes\":%lld}}\n",
+          c.issued_s, c.exposed_s, c.issued_s > 0 ? 1.0 - c.exposed_s / c.issued_s : 0.0, (long long)c.all_gathers,
+          (long long)c.reduce_scatters, (long long)c.all_reduces, (long long)c.bytes);
     }
     if (lead && !a.json && a.fsdp && a.steps > 0) {
       const dt::fsdp::CommStats c = dt::fsdp::comm_stats();
-      std::printf("fsdp: %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %s sent per rank; collectives in "
-                  "flight %.3f s, of which the step waited %.3f s: %.0f%% hidden behind compute\n",
-                  (long long)c.all_gathers, (long long)c.reduce_scatters, (long long)c.all_reduces,
-                  mib(double(c.bytes)).c_str(), c.issued_s, c.exposed_s,
-                  c.issued_s > 0 ? 100.0 * (1.0 - c.exposed_s / c.issued_s) : 0.0);
+      std::printf(
+          "fsdp: %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %s sent per rank; collectives in "
+          "flight %.3f s, of which the step waited %.3f s: %.0f%% hidden behind compute\n",
+          (long long)c.all_gathers, (long long)c.reduce_scatters, (long long)c.all_reduces,
+          mib(double(c.bytes)).c_str(), c.issued_s, c.exposed_s,
+          c.issued_s > 0 ? 100.0 * (1.0 - c.exposed_s / c.issued_s) : 0.0);
     }
     if (launched) dt::destroy_process_group();
     return 0;

@@ -143,8 +143,10 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     if (!group_.requires_gradient_sync()) return;
     if (ctx_ && ctx_->reducing && ctx_->reducing != this) ctx_->reducing->finish_reduce();
     group_.reduce_grads();
-    if (ctx_ && group_.reduce_pending()) ctx_->reducing = this;
-    else finish_reduce();
+    if (ctx_ && group_.reduce_pending())
+      ctx_->reducing = this;
+    else
+      finish_reduce();
     reduced_ = true;
   }
 
@@ -304,9 +306,8 @@ FsdpModule fully_shard(const nn::ModulePtr& module, const DeviceMesh& mesh, cons
   auto state = std::make_shared<FsdpState>(module, label, vars, names, fsdp_mesh, options);
   state->install_sinks();
   std::weak_ptr<FsdpState> weak = state;
-  module->register_forward_pre_hook([state](nn::Module&, const std::vector<nn::Variable>& in) {
-    return state->pre_forward(in);
-  });
+  module->register_forward_pre_hook(
+      [state](nn::Module&, const std::vector<nn::Variable>& in) { return state->pre_forward(in); });
   module->register_forward_hook(
       [weak](nn::Module&, const std::vector<nn::Variable>&, const std::vector<nn::Variable>& out) {
         auto s = weak.lock();

@@ -1,6 +1,6 @@
 // fully_shard: PyTorch FSDP2 for nn modules. Each call makes one parameter group of the module's parameters (those
-// not already in a group of a submodule that was sharded before it) and wires the group's lifecycle (fsdp/param_group.h)
-// into the module's hooks:
+// not already in a group of a submodule that was sharded before it) and wires the group's lifecycle
+// (fsdp/param_group.h) into the module's hooks:
 //
 //   for (auto& block : model->layers) dt::fsdp::fully_shard(block, mesh["dp"]);
 //   dt::fsdp::fully_shard(model, mesh["dp"]);        // the root last: it owns the rest (embeddings, head)

@@ -49,8 +49,7 @@ MemoryReport memory_report(const nn::Module& root) {
   }
   r.usage = memory_usage(device);
   // The gradient shards are the parameters' size (in their dtype): twice the parameters, plus optimizer state.
-  r.sharded_states =
-      2 * r.usage.current_of(MemoryKind::kParameters) + r.usage.current_of(MemoryKind::kOptimizerState);
+  r.sharded_states = 2 * r.usage.current_of(MemoryKind::kParameters) + r.usage.current_of(MemoryKind::kOptimizerState);
   r.gathered_params = root_gathered + largest(gathered, 2);
   r.unsharded_grads = largest(grads, 1);
   r.comm_buffers = largest(gather_buf, 2) + largest(reduce_buf, 2);

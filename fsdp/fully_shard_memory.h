@@ -24,12 +24,12 @@
 namespace dt::fsdp {
 
 struct MemoryReport {
-  MemoryUsage usage;              // measured on the root's device
-  int64_t sharded_states = 0;     // parameters + gradient shards + optimizer state, now
-  int64_t gathered_params = 0;    // root group + two largest other groups, unsharded
-  int64_t unsharded_grads = 0;    // the largest group's gradients, unsharded
-  int64_t comm_buffers = 0;       // two all-gather buffers + two reduce-scatter inputs of the largest groups
-  int64_t activations = 0;        // measured peak
+  MemoryUsage usage;            // measured on the root's device
+  int64_t sharded_states = 0;   // parameters + gradient shards + optimizer state, now
+  int64_t gathered_params = 0;  // root group + two largest other groups, unsharded
+  int64_t unsharded_grads = 0;  // the largest group's gradients, unsharded
+  int64_t comm_buffers = 0;     // two all-gather buffers + two reduce-scatter inputs of the largest groups
+  int64_t activations = 0;      // measured peak
   int64_t theory() const { return sharded_states + gathered_params + unsharded_grads + comm_buffers + activations; }
   // "peak 41.2 MiB = 0.93x theory (sharded states 12.0 MiB, gathered 8.0 MiB, ...); parameters 6.0 MiB ..."
   std::string to_string() const;

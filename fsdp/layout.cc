@@ -16,7 +16,6 @@ constexpr int64_t kAlign = 16;
 
 int64_t round_up(int64_t n, int64_t m) { return m <= 1 ? n : (n + m - 1) / m * m; }
 
-
 // The shard's mesh and spec: Shard(0) on the FSDP shard dim (innermost: it splits what tensor parallelism left on
 // this rank), Replicate on the HSDP replicate dim, the parameter's own placements on its mesh's dims.
 void place_shard(ParamLayout& p, const DeviceMesh& param_mesh, const ShardingSpec& param_spec, const DeviceMesh& mesh) {

@@ -42,7 +42,7 @@ struct ParamLayout {
 struct SlotRun {
   size_t first = 0, last = 0;  // [first, last) parameter indices
   DType dtype = DType::f32;
-  int64_t byte_offset = 0;     // within a slot
+  int64_t byte_offset = 0;  // within a slot
 };
 
 // The parameters reduced together (one reduce-scatter): those of one reduce_dtype.

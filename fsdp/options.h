@@ -14,10 +14,11 @@ namespace dt::fsdp {
 
 // PyTorch's MixedPrecisionPolicy. Unset fields keep the parameter's own dtype.
 struct MixedPrecisionPolicy {
-  std::optional<DType> param_dtype = std::nullopt;   // the gathered (unsharded) parameters, hence forward and backward compute
+  std::optional<DType> param_dtype =
+      std::nullopt;  // the gathered (unsharded) parameters, hence forward and backward compute
   std::optional<DType> reduce_dtype = std::nullopt;  // gradient reduce-scatter / all-reduce (default: param_dtype)
   std::optional<DType> output_dtype = std::nullopt;  // fully_shard casts the module's floating outputs to it
-  bool cast_forward_inputs = true;    // fully_shard casts the module's floating inputs to param_dtype
+  bool cast_forward_inputs = true;                   // fully_shard casts the module's floating inputs to param_dtype
 };
 
 // PyTorch's CPUOffloadPolicy: sharded parameters, their gradients and (by following the parameters) the optimizer

@@ -92,7 +92,8 @@ EngineStreams engine_streams(const Device& device) {
   static std::map<int, EngineStreams> streams;  // made once per device, for the process's lifetime
   std::lock_guard<std::mutex> lock(mu);
   auto it = streams.find(device.index);
-  if (it == streams.end()) it = streams.emplace(device.index, EngineStreams{create_stream(device), create_stream(device)}).first;
+  if (it == streams.end())
+    it = streams.emplace(device.index, EngineStreams{create_stream(device), create_stream(device)}).first;
   return it->second;
 }
 
@@ -118,19 +119,19 @@ struct ParamGroup::Impl {
   GroupLayout layout;
   std::vector<std::shared_ptr<Storage>> storages;  // the unsharded parameters' stable storages
   std::vector<DTensor> unsharded;
-  Tensor gathered;        // the all-gather buffer (S slots of layout.slot_bytes), while unsharding
-  Tensor kept;            // the post-forward share (S/k slots), between a post-forward reshard and the next unshard
+  Tensor gathered;  // the all-gather buffer (S slots of layout.slot_bytes), while unsharding
+  Tensor kept;      // the post-forward share (S/k slots), between a post-forward reshard and the next unshard
   Pending gather;
   bool segmented =
       false;  // the gather in flight writes straight into the storages (Note [Gathering into the parameters])
   EngineStreams streams;
   CommunicatorPtr shard_comm, replicate_comm, post_forward_comm;
   // Gradients.
-  std::vector<DTensor> acc;  // accumulated unsharded gradients (reduce dtype, the unsharded layout)
-  std::vector<Tensor> reduce_out;  // one per reduce class
-  std::vector<Tensor> reduce_in;   // kept alive while the reduce-scatter runs
+  std::vector<DTensor> acc;            // accumulated unsharded gradients (reduce dtype, the unsharded layout)
+  std::vector<Tensor> reduce_out;      // one per reduce class
+  std::vector<Tensor> reduce_in;       // kept alive while the reduce-scatter runs
   std::vector<Tensor> reduce_sources;  // the gradients a segmented reduce-scatter reads, likewise
-  std::vector<Pending> reduces;    // per reduce class: the reduce-scatter, then (HSDP) the all-reduce
+  std::vector<Pending> reduces;        // per reduce class: the reduce-scatter, then (HSDP) the all-reduce
   std::vector<bool> reduced_has_grad;
   std::vector<DTensor> sharded_grads;
   // Note [Gathering by mapping]: the window holding this rank's mapped shards, which parameters it maps, and the
@@ -382,8 +383,7 @@ void ParamGroup::unshard(bool async) {
     // This rank kept S/k slots: gathering them over its k ranks restores all S slots in order.
     const int64_t share = int64_t(m.kept.numel());
     record_use(m.kept, ag);
-    m.gather.start(m.post_forward_comm->all_gather(m.kept.data_ptr(), m.gathered.data_ptr(), share, DType::u8, dev,
-                                                   ag),
+    m.gather.start(m.post_forward_comm->all_gather(m.kept.data_ptr(), m.gathered.data_ptr(), share, DType::u8, dev, ag),
                    share, &CommStats::all_gathers);
   } else if (m.shard_comm->supports_segments(dev)) {
     // Note [Gathering into the parameters]
@@ -511,8 +511,8 @@ void ParamGroup::reshard(bool post_forward) {
               m.unsharded[i].to_local().view({-1}).narrow(0, rows.begin * p.row_numel, rows.size() * p.row_numel)));
           padded.push_back(p.padded_numel);
         }
-        kernels::chunk_cat(in, static_cast<uint8_t*>(m.kept.data_ptr()) + t * L.slot_bytes + run.byte_offset,
-                           run.dtype, padded, mesh_.device());
+        kernels::chunk_cat(in, static_cast<uint8_t*>(m.kept.data_ptr()) + t * L.slot_bytes + run.byte_offset, run.dtype,
+                           padded, mesh_.device());
       }
     }
     state_ = State::kPostForward;
@@ -626,7 +626,8 @@ void ParamGroup::reduce_grads() {
         views.push_back(kernels::view_of(sources[k].narrow(0, rows.begin * p.row_numel, rows.size() * p.row_numel)));
         padded.push_back(p.reduce_padded_numel);
       }
-      kernels::chunk_cat(views, static_cast<uint8_t*>(in.data_ptr()) + r * rc.slot_numel * int64_t(dtype_size(rc.dtype)),
+      kernels::chunk_cat(views,
+                         static_cast<uint8_t*>(in.data_ptr()) + r * rc.slot_numel * int64_t(dtype_size(rc.dtype)),
                          rc.dtype, padded, dev, rs);
     }
     if (L.pre_divide != 1) {

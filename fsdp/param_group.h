@@ -99,8 +99,8 @@ class ParamGroup {
   bool requires_gradient_sync() const { return sync_grads_; }
 
   // ---- memory (bytes on this rank) ----
-  int64_t sharded_bytes() const;    // the shards
-  int64_t unsharded_bytes() const;  // the gathered parameters (param_dtype)
+  int64_t sharded_bytes() const;         // the shards
+  int64_t unsharded_bytes() const;       // the gathered parameters (param_dtype)
   int64_t unsharded_grad_bytes() const;  // the gradients before reduction (reduce_dtype)
   int64_t gather_buffer_bytes() const;   // the all-gather buffer (every rank's slot)
   int64_t reduce_buffer_bytes() const;   // the reduce-scatter inputs (every rank's slot)

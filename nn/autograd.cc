@@ -46,7 +46,8 @@ EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
 // ---- tensors of a given layout ----
 
 DTensor zeros_like(const OutputMeta& m) {
-  return dt::zeros(m.shape, m.mesh, m.spec.placements(), {.dtype = m.dtype, .seed = 0, .shard_order = m.spec.shard_order()});
+  return dt::zeros(m.shape, m.mesh, m.spec.placements(),
+                   {.dtype = m.dtype, .seed = 0, .shard_order = m.spec.shard_order()});
 }
 
 DTensor zeros_like(const DTensor& t) { return zeros_like(OutputMeta{t.mesh(), t.spec(), t.shape(), t.dtype()}); }
@@ -207,8 +208,10 @@ void Engine::run(const std::vector<Variable>& roots, const std::vector<DTensor>&
                  ") does not require grad: no input of its computation requires grad");
     DTensor g = i < grads.size() ? grads[i] : DTensor();
     if (!g.defined()) {
-      DT_CHECK_ARG(r.numel() == 1, "backward: a gradient can be implied only for a one-element output; this one has "
-                                   "shape ", shape_str(r.shape()), " (pass the gradient)");
+      DT_CHECK_ARG(r.numel() == 1,
+                   "backward: a gradient can be implied only for a one-element output; this one has "
+                   "shape ",
+                   shape_str(r.shape()), " (pass the gradient)");
       g = ones_like(r.data());
     }
     DT_CHECK_ARG(g.shape() == r.shape(), "backward: the gradient has shape ", shape_str(g.shape()), ", the output ",

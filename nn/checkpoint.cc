@@ -10,8 +10,8 @@ constexpr const char* kOptimState = "optim.state.";
 
 // An empty tensor laid out like t (values to be loaded, then copied into a parameter).
 DTensor empty_like(const DTensor& t) {
-  return DTensor::from_local_unchecked(Tensor::empty(t.to_local().shape(), t.dtype(), t.to_local().device()),
-                                       t.mesh(), t.spec(), t.shape());
+  return DTensor::from_local_unchecked(Tensor::empty(t.to_local().shape(), t.dtype(), t.to_local().device()), t.mesh(),
+                                       t.spec(), t.shape());
 }
 
 // The fully-qualified name of every optimizer parameter, from the model (InvalidArgument for one it lacks).

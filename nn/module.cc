@@ -31,12 +31,14 @@ uint64_t parameter_seed(uint64_t seed, const std::string& fqn) {
 // ---- registration ----
 
 void Module::check_new_name(const std::string& name) const {
-  DT_CHECK_ARG(!name.empty() && name.find('.') == std::string::npos,
-               type_name_, ": a name must be non-empty and contain no '.', got '", name, "'");
+  DT_CHECK_ARG(!name.empty() && name.find('.') == std::string::npos, type_name_,
+               ": a name must be non-empty and contain no '.', got '", name, "'");
   auto taken = [&](const auto& v) {
     return std::any_of(v.begin(), v.end(), [&](const auto& e) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(e)>, ParamSlot>) return e.name == name;
-      else return e.first == name;
+      if constexpr (std::is_same_v<std::decay_t<decltype(e)>, ParamSlot>)
+        return e.name == name;
+      else
+        return e.first == name;
     });
   };
   DT_CHECK_ARG(!taken(params_) && !taken(buffers_) && !taken(children_), type_name_, ": the name '", name,
@@ -181,9 +183,12 @@ std::string Module::describe() const {
     os << std::string(size_t(2 * depth), ' ') << (name.empty() ? "" : name + ": ") << m.type_name_ << "\n";
     for (const ParamSlot& s : m.params_) {
       os << std::string(size_t(2 * depth + 2), ' ') << s.name << " " << shape_str(s.shape);
-      if (s.var.defined()) os << " " << s.var.spec().to_string();
-      else if (!s.placements.empty()) os << " (to be made " << ShardingSpec(s.placements).to_string() << ")";
-      else os << " (not materialized)";
+      if (s.var.defined())
+        os << " " << s.var.spec().to_string();
+      else if (!s.placements.empty())
+        os << " (to be made " << ShardingSpec(s.placements).to_string() << ")";
+      else
+        os << " (not materialized)";
       if (!s.owner) os << " (tied)";
       os << "\n";
     }
@@ -215,16 +220,25 @@ void Module::materialize_own(const std::string& prefix, const DeviceMesh& mesh, 
   for (ParamSlot& s : params_) {
     if (!s.owner || s.var.defined()) continue;
     const DeviceMesh& m = s.mesh.defined() ? s.mesh : mesh;
-    std::vector<Placement> p = s.placements.empty() ? std::vector<Placement>(size_t(m.ndim()), Replicate{}) : s.placements;
+    std::vector<Placement> p =
+        s.placements.empty() ? std::vector<Placement>(size_t(m.ndim()), Replicate{}) : s.placements;
     FactoryOptions o;
     o.dtype = dtype.value_or(s.dtype);
     o.seed = parameter_seed(seed, prefix + s.name);
     DTensor d;
     switch (s.init.kind) {
-      case Init::Kind::kZeros: d = dt::zeros(s.shape, m, p, o); break;
-      case Init::Kind::kOnes: d = dt::ones(s.shape, m, p, o); break;
-      case Init::Kind::kNormal: d = dt::randn(s.shape, m, p, o, s.init.a, s.init.b); break;
-      case Init::Kind::kUniform: d = dt::rand(s.shape, m, p, o, s.init.a, s.init.b); break;
+      case Init::Kind::kZeros:
+        d = dt::zeros(s.shape, m, p, o);
+        break;
+      case Init::Kind::kOnes:
+        d = dt::ones(s.shape, m, p, o);
+        break;
+      case Init::Kind::kNormal:
+        d = dt::randn(s.shape, m, p, o, s.init.a, s.init.b);
+        break;
+      case Init::Kind::kUniform:
+        d = dt::rand(s.shape, m, p, o, s.init.a, s.init.b);
+        break;
     }
     s.var.set_data(std::move(d));
     s.var.set_name(prefix + s.name);
@@ -421,8 +435,8 @@ std::vector<Variable> Module::operator()(const std::vector<Variable>& given) {
   if (!backward_hooks_.empty() && any_requires_grad(inputs)) {
     std::vector<DTensor> data;
     for (const Variable& v : inputs) data.push_back(v.defined() ? v.data() : DTensor());
-    std::vector<Variable> wrapped = record("backward_hook(" + type_name_ + ")", inputs, data,
-                                           [](const std::vector<DTensor>& g) { return g; });
+    std::vector<Variable> wrapped =
+        record("backward_hook(" + type_name_ + ")", inputs, data, [](const std::vector<DTensor>& g) { return g; });
     for (size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].requires_grad()) inputs[i] = wrapped[i];
     for (const Variable& w : wrapped)

@@ -97,8 +97,10 @@ double sum_of_squares(const Tensor& t) {
     for (; i < n; ++i) sq += double(d[i]) * double(d[i]);
     sq += (acc[0] + acc[1]) + (acc[2] + acc[3]);
   };
-  if (x.dtype() == DType::f32) run(x.data<float>());
-  else run(x.data<double>());
+  if (x.dtype() == DType::f32)
+    run(x.data<float>());
+  else
+    run(x.data<double>());
   return sq;
 }
 
@@ -137,10 +139,10 @@ void SGD::step() {
 }
 
 AdamW::AdamW(std::vector<Variable> params, AdamWOptions o) : Optimizer(std::move(params)), o_(o) {
-  DT_CHECK_ARG(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 &&
-                   o.beta2 < 1,
-               "AdamW: need lr, eps, weight_decay >= 0 and betas in [0, 1), got lr ", o.lr, ", betas (", o.beta1,
-               ", ", o.beta2, "), eps ", o.eps, ", weight_decay ", o.weight_decay);
+  DT_CHECK_ARG(
+      o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
+      "AdamW: need lr, eps, weight_decay >= 0 and betas in [0, 1), got lr ", o.lr, ", betas (", o.beta1, ", ", o.beta2,
+      "), eps ", o.eps, ", weight_decay ", o.weight_decay);
   lr_ = o.lr;
 }
 
@@ -178,8 +180,10 @@ double grad_norm(const std::vector<Variable>& params) {
     const double sq = sum_of_squares(g.to_local());
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const Group& gr) { return gr.mesh == g.mesh() && gr.dims == dims; });
-    if (it == groups.end()) groups.push_back(Group{g.mesh(), dims, sq});
-    else it->sum += sq;
+    if (it == groups.end())
+      groups.push_back(Group{g.mesh(), dims, sq});
+    else
+      it->sum += sq;
   }
   double total = 0;
   for (Group& gr : groups) {

@@ -131,10 +131,12 @@ class PrepareIO : public ParallelStyle {
       : input_(input), given_(std::move(given)), desired_(std::move(desired)) {}
   std::string name() const override { return input_ ? "PrepareModuleInput" : "PrepareModuleOutput"; }
   void apply(Module& m, const std::string& fqn, const DeviceMesh&) const override {
-    DT_CHECK_ARG(given_.size() == desired_.size(), "parallelize_module: ", name(), " for ", fqn, " has ",
-                 given_.size(), " layouts but ", desired_.size(), " desired layouts");
-    if (input_) install_io(m, fqn, desired_, {});
-    else install_io(m, fqn, {}, desired_);
+    DT_CHECK_ARG(given_.size() == desired_.size(), "parallelize_module: ", name(), " for ", fqn, " has ", given_.size(),
+                 " layouts but ", desired_.size(), " desired layouts");
+    if (input_)
+      install_io(m, fqn, desired_, {});
+    else
+      install_io(m, fqn, {}, desired_);
   }
 
  private:

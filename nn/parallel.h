@@ -10,10 +10,11 @@
 //   SequenceParallel   LayerNorm / RMSNorm on sequence shards: input -> Shard(1), output Shard(1), weights Replicate
 //   PrepareModuleInput / PrepareModuleOutput: redistribute a module's inputs / outputs, nothing else.
 // Inputs are DTensors, so input_layouts only document what a module expects: an input with other placements is
-// redistributed to the desired ones (as PyTorch does for DTensor inputs); output_layouts say where outputs go. Loss parallel: a Colwise output projection with output_layouts Shard(-1)
-// gives class-sharded logits, and dt::cross_entropy on them never gathers them (dtensor/ops/loss.h).
-// The mesh must be 1-d (the tp dim: mesh["tp"]); a pattern that names no module, a style on a module it does not
-// support, or a parameter without the dim a style shards is an InvalidArgument naming the module.
+// redistributed to the desired ones (as PyTorch does for DTensor inputs); output_layouts say where outputs go. Loss
+// parallel: a Colwise output projection with output_layouts Shard(-1) gives class-sharded logits, and dt::cross_entropy
+// on them never gathers them (dtensor/ops/loss.h). The mesh must be 1-d (the tp dim: mesh["tp"]); a pattern that names
+// no module, a style on a module it does not support, or a parameter without the dim a style shards is an
+// InvalidArgument naming the module.
 #pragma once
 
 #include <memory>

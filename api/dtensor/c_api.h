@@ -33,10 +33,9 @@
 #ifndef DTENSOR_C_API_H_
 #define DTENSOR_C_API_H_
 
+#include <dtensor/dlpack.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <dtensor/dlpack.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -99,7 +98,13 @@ typedef struct dt_device_t {
   int32_t index; /* 0 for the CPU */
 } dt_device_t;
 
-typedef enum dt_reduce_op_t { DT_REDUCE_SUM = 0, DT_REDUCE_AVG = 1, DT_REDUCE_MAX = 2, DT_REDUCE_MIN = 3, DT_REDUCE_PRODUCT = 4 } dt_reduce_op_t;
+typedef enum dt_reduce_op_t {
+  DT_REDUCE_SUM = 0,
+  DT_REDUCE_AVG = 1,
+  DT_REDUCE_MAX = 2,
+  DT_REDUCE_MIN = 3,
+  DT_REDUCE_PRODUCT = 4
+} dt_reduce_op_t;
 
 typedef enum dt_placement_kind_t { DT_REPLICATE = 0, DT_SHARD = 1, DT_PARTIAL = 2 } dt_placement_kind_t;
 
@@ -146,13 +151,13 @@ typedef struct dt_init_params_t {
   size_t struct_size;
   int32_t rank;
   int32_t world_size;
-  const char* store_host;   /* rank 0 hosts the store here unless store_hosted; NULL: "127.0.0.1" */
-  int32_t store_port;       /* 0: 29500 */
-  const char* secret;       /* the store's shared secret (HMAC); required unless insecure is set */
-  int32_t insecure;         /* 1: the well-known insecure secret (single-user machines, tests) */
-  const char* backend;      /* NULL: "ucx" */
-  int32_t local_rank;       /* -1: unknown (picks the GPU for "nccl") */
-  int32_t store_hosted;     /* 1: someone else hosts the store (a launcher) */
+  const char* store_host; /* rank 0 hosts the store here unless store_hosted; NULL: "127.0.0.1" */
+  int32_t store_port;     /* 0: 29500 */
+  const char* secret;     /* the store's shared secret (HMAC); required unless insecure is set */
+  int32_t insecure;       /* 1: the well-known insecure secret (single-user machines, tests) */
+  const char* backend;    /* NULL: "ucx" */
+  int32_t local_rank;     /* -1: unknown (picks the GPU for "nccl") */
+  int32_t store_hosted;   /* 1: someone else hosts the store (a launcher) */
 } dt_init_params_t;
 /* Fills defaults: struct_size, rank 0, world_size 1, local_rank -1, everything else 0 / NULL. */
 DT_API void dt_init_params_init(dt_init_params_t* params);
@@ -227,15 +232,15 @@ typedef struct dt_tensor_s* dt_tensor_t;
 typedef struct dt_work_s* dt_work_t;
 
 enum {
-  DT_COPY = 0,      /* the library copies the local buffer */
-  DT_ZERO_COPY = 1  /* the tensor uses the buffer in place (it must be contiguous and outlive the tensor; `release`
-                       below is called when the library no longer needs it) */
+  DT_COPY = 0,     /* the library copies the local buffer */
+  DT_ZERO_COPY = 1 /* the tensor uses the buffer in place (it must be contiguous and outlive the tensor; `release`
+                      below is called when the library no longer needs it) */
 };
 
 typedef struct dt_from_local_params_t {
   size_t struct_size;
-  int32_t mode;                   /* DT_COPY or DT_ZERO_COPY */
-  const int64_t* global_shape;    /* NULL: inferred exactly from every rank's local shape (collective) */
+  int32_t mode;                /* DT_COPY or DT_ZERO_COPY */
+  const int64_t* global_shape; /* NULL: inferred exactly from every rank's local shape (collective) */
   int32_t global_ndim;
   int32_t run_check;              /* 1: exchange and check every rank's local shape against the layout */
   void (*release)(void* context); /* DT_ZERO_COPY: called once, from any thread, when the buffer is no longer used
@@ -272,8 +277,7 @@ DT_API dt_status_t dt_tensor_to_local(dt_tensor_t t, const dt_buffer_t* dst);
 /* The whole tensor into dst on every member (a redistribution to Replicate; collective over the mesh). */
 DT_API dt_status_t dt_tensor_full(dt_tensor_t t, const dt_buffer_t* dst);
 /* A new tensor with other placements (collective over the mesh; the plan is cached per (from, to) spec). */
-DT_API dt_status_t dt_tensor_redistribute(dt_tensor_t t, const dt_placement_t* placements, int32_t n,
-                                          dt_tensor_t* out);
+DT_API dt_status_t dt_tensor_redistribute(dt_tensor_t t, const dt_placement_t* placements, int32_t n, dt_tensor_t* out);
 /* The same, asynchronous: the first collective is in flight when it returns; dt_work_wait yields the tensor. Ranks
  * must wait on redistributions of one mesh in the same order. */
 DT_API dt_status_t dt_tensor_redistribute_async(dt_tensor_t t, const dt_placement_t* placements, int32_t n,
@@ -285,12 +289,18 @@ DT_API dt_status_t dt_tensor_destroy(dt_tensor_t t);
 /* ---- ops ------------------------------------------------------------------------------------------------------- */
 
 /* A named op parameter (dims, keepdim, eps, a scalar ...). */
-typedef enum dt_param_kind_t { DT_PARAM_BOOL = 0, DT_PARAM_INT = 1, DT_PARAM_DOUBLE = 2, DT_PARAM_INTS = 3, DT_PARAM_STRING = 4 } dt_param_kind_t;
+typedef enum dt_param_kind_t {
+  DT_PARAM_BOOL = 0,
+  DT_PARAM_INT = 1,
+  DT_PARAM_DOUBLE = 2,
+  DT_PARAM_INTS = 3,
+  DT_PARAM_STRING = 4
+} dt_param_kind_t;
 typedef struct dt_op_param_t {
   const char* name;
-  int32_t kind; /* dt_param_kind_t */
-  int64_t i;    /* BOOL (0/1), INT */
-  double d;     /* DOUBLE */
+  int32_t kind;        /* dt_param_kind_t */
+  int64_t i;           /* BOOL (0/1), INT */
+  double d;            /* DOUBLE */
   const int64_t* ints; /* INTS */
   int32_t n_ints;
   const char* s; /* STRING */
@@ -355,8 +365,8 @@ DT_API dt_status_t dt_checkpoint_save(const char* dir, const char* const* names,
 /* Loads into the given tensors in place, from any layout. strict: names must match both ways. metadata_json
  * receives the checkpoint's metadata as a JSON object (truncated to cap; *needed the full length + 1); both may be
  * NULL. */
-DT_API dt_status_t dt_checkpoint_load(const char* dir, const char* const* names, const dt_tensor_t* tensors,
-                                      int32_t n, int32_t strict, char* metadata_json, size_t cap, size_t* needed);
+DT_API dt_status_t dt_checkpoint_load(const char* dir, const char* const* names, const dt_tensor_t* tensors, int32_t n,
+                                      int32_t strict, char* metadata_json, size_t cap, size_t* needed);
 
 /* ---- the FSDP engine ------------------------------------------------------------------------------------------- */
 

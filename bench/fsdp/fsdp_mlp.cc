@@ -34,11 +34,11 @@
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "examples/cli.h"
-#include "placement/layout.h"
 #include "fsdp/fully_shard.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "nn/parallel.h"
+#include "placement/layout.h"
 
 namespace {
 

@@ -9,7 +9,7 @@ namespace dt::capi {
 dt_from_local_params_t from_local_params(const dt_from_local_params_t* p);
 dt_tensor_t tensor_from_local(const std::shared_ptr<MeshObject>& m, const Tensor& local,
                               const dt_placement_t* placements, int32_t n, const dt_from_local_params_t& q);
-}
+}  // namespace dt::capi
 
 namespace {
 
@@ -46,8 +46,8 @@ DLDataType dl_dtype(DType d) {
 
 DType from_dl_dtype(DLDataType t) {
   DT_CHECK_ARG(t.lanes == 1, "DLPack dtype with ", t.lanes, " lanes (vector types are not supported)");
-  for (DType d : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64, DType::u8,
-                  DType::b8}) {
+  for (DType d :
+       {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64, DType::u8, DType::b8}) {
     const DLDataType x = dl_dtype(d);
     if (x.code == t.code && x.bits == t.bits) return d;
   }
@@ -121,8 +121,8 @@ dt_status_t dt_tensor_from_dlpack(dt_mesh_t mesh, DLManagedTensorVersioned* loca
     void* data = d.data == nullptr ? nullptr : static_cast<char*>(d.data) + d.byte_offset;
     DT_CHECK_ARG(data != nullptr || shape_numel(shape) == 0, "local.dl_tensor.data is NULL");
     const Tensor view = Tensor::from_blob(data, shape, dtype, device, {}, strides);
-    const bool copy = (flags & DT_DLPACK_COPY) || !view.is_contiguous() ||
-                      (local->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
+    const bool copy =
+        (flags & DT_DLPACK_COPY) || !view.is_contiguous() || (local->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
     const dt_from_local_params_t q = from_local_params(params);
     Tensor block;
     if (copy) {

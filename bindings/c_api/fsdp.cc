@@ -65,7 +65,8 @@ dt_status_t dt_fsdp_group_create(dt_mesh_t mesh, const char* name, const char* c
     std::vector<DTensor> values;
     for (int32_t i = 0; i < n; ++i) {
       values.push_back(get<TensorObject>(params[i], "params[i]")->tensor);
-      names.push_back(param_names != nullptr && param_names[i] != nullptr ? param_names[i] : "param" + std::to_string(i));
+      names.push_back(param_names != nullptr && param_names[i] != nullptr ? param_names[i]
+                                                                          : "param" + std::to_string(i));
     }
     auto g = std::make_shared<FsdpGroupObject>();
     g->owner = m->owner;
@@ -132,9 +133,8 @@ dt_status_t dt_fsdp_group_sharded_grad(dt_fsdp_group_t g, int32_t i, dt_tensor_t
 }
 
 dt_status_t dt_fsdp_group_set_requires_gradient_sync(dt_fsdp_group_t g, int32_t on) {
-  return call("dt_fsdp_group_set_requires_gradient_sync", [&] {
-    get<FsdpGroupObject>(g, "group")->group->set_requires_gradient_sync(on != 0);
-  });
+  return call("dt_fsdp_group_set_requires_gradient_sync",
+              [&] { get<FsdpGroupObject>(g, "group")->group->set_requires_gradient_sync(on != 0); });
 }
 
 dt_status_t dt_fsdp_group_memory(dt_fsdp_group_t g, dt_fsdp_memory_t* out) {

@@ -9,14 +9,14 @@
 // any order.
 #pragma once
 
+#include <dtensor/c_api.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <variant>
-
-#include <dtensor/c_api.h>
 
 #include "collectives/communicator.h"
 #include "dtensor/checkpoint/checkpoint.h"

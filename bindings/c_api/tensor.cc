@@ -37,8 +37,8 @@ dt_from_local_params_t from_local_params(const dt_from_local_params_t* p) {
 }
 
 // Shared with dlpack.cc: a DTensor from a local Tensor (already the caller's memory or a copy).
-dt_tensor_t tensor_from_local(const std::shared_ptr<MeshObject>& m, const Tensor& local, const dt_placement_t* placements,
-                              int32_t n, const dt_from_local_params_t& q) {
+dt_tensor_t tensor_from_local(const std::shared_ptr<MeshObject>& m, const Tensor& local,
+                              const dt_placement_t* placements, int32_t n, const dt_from_local_params_t& q) {
   const ShardingSpec spec = to_spec(placements, n, m->mesh.ndim(), local.dim());
   std::optional<Shape> global;
   if (q.global_shape != nullptr || q.global_ndim != 0) {
@@ -62,8 +62,8 @@ void dt_from_local_params_init(dt_from_local_params_t* p) {
   p->struct_size = sizeof(dt_from_local_params_t);
 }
 
-dt_status_t dt_tensor_from_local(dt_mesh_t mesh, const dt_buffer_t* local, const dt_placement_t* placements,
-                                 int32_t n, const dt_from_local_params_t* params, dt_tensor_t* out) {
+dt_status_t dt_tensor_from_local(dt_mesh_t mesh, const dt_buffer_t* local, const dt_placement_t* placements, int32_t n,
+                                 const dt_from_local_params_t* params, dt_tensor_t* out) {
   return call("dt_tensor_from_local", [&] {
     auto m = get<MeshObject>(mesh, "mesh");
     require_owner(*m, "dt_tensor_from_local");
@@ -82,8 +82,8 @@ dt_status_t dt_tensor_from_local(dt_mesh_t mesh, const dt_buffer_t* local, const
   });
 }
 
-dt_status_t dt_tensor_distribute(dt_mesh_t mesh, const dt_buffer_t* full, const dt_placement_t* placements,
-                                 int32_t n, int32_t src_rank, dt_tensor_t* out) {
+dt_status_t dt_tensor_distribute(dt_mesh_t mesh, const dt_buffer_t* full, const dt_placement_t* placements, int32_t n,
+                                 int32_t src_rank, dt_tensor_t* out) {
   return call("dt_tensor_distribute", [&] {
     auto m = get<MeshObject>(mesh, "mesh");
     require_owner(*m, "dt_tensor_distribute");
@@ -96,9 +96,8 @@ dt_status_t dt_tensor_distribute(dt_mesh_t mesh, const dt_buffer_t* full, const 
       require_array(full->shape, full->ndim, kMaxDims, "full.shape");
       const Shape shape(full->shape, full->shape + full->ndim);
       const ShardingSpec spec = to_spec(placements, n, m->mesh.ndim(), int64_t(shape.size()));
-      *out = wrap_tensor(distribute_tensor(shape, to_dtype(full->dtype), m->mesh, spec.placements(), spec.shard_order(),
-                                           src_rank),
-                         m);
+      *out = wrap_tensor(
+          distribute_tensor(shape, to_dtype(full->dtype), m->mesh, spec.placements(), spec.shard_order(), src_rank), m);
       return;
     }
     const Tensor t = wrap_buffer(full, "full");
@@ -125,19 +124,18 @@ dt_status_t dt_tensor_ndim(dt_tensor_t t, int32_t* ndim) {
 }
 
 dt_status_t dt_tensor_shape(dt_tensor_t t, int64_t* shape, int32_t cap) {
-  return call("dt_tensor_shape", [&] { copy_ints(get<TensorObject>(t, "tensor")->tensor.shape(), shape, cap, "shape"); });
+  return call("dt_tensor_shape",
+              [&] { copy_ints(get<TensorObject>(t, "tensor")->tensor.shape(), shape, cap, "shape"); });
 }
 
 dt_status_t dt_tensor_local_shape(dt_tensor_t t, int64_t* shape, int32_t cap) {
-  return call("dt_tensor_local_shape", [&] {
-    copy_ints(get<TensorObject>(t, "tensor")->tensor.to_local().shape(), shape, cap, "shape");
-  });
+  return call("dt_tensor_local_shape",
+              [&] { copy_ints(get<TensorObject>(t, "tensor")->tensor.to_local().shape(), shape, cap, "shape"); });
 }
 
 dt_status_t dt_tensor_local_offset(dt_tensor_t t, int64_t* offset, int32_t cap) {
-  return call("dt_tensor_local_offset", [&] {
-    copy_ints(get<TensorObject>(t, "tensor")->tensor.local_offset(), offset, cap, "offset");
-  });
+  return call("dt_tensor_local_offset",
+              [&] { copy_ints(get<TensorObject>(t, "tensor")->tensor.local_offset(), offset, cap, "offset"); });
 }
 
 dt_status_t dt_tensor_placements(dt_tensor_t t, dt_placement_t* out, int32_t cap, int32_t* n) {
@@ -206,8 +204,7 @@ dt_status_t dt_tensor_redistribute(dt_tensor_t t, const dt_placement_t* placemen
   });
 }
 
-dt_status_t dt_tensor_redistribute_async(dt_tensor_t t, const dt_placement_t* placements, int32_t n,
-                                         dt_work_t* out) {
+dt_status_t dt_tensor_redistribute_async(dt_tensor_t t, const dt_placement_t* placements, int32_t n, dt_work_t* out) {
   return call("dt_tensor_redistribute_async", [&] {
     auto o = get<TensorObject>(t, "tensor");
     require_owner(*o, "dt_tensor_redistribute_async");
@@ -222,7 +219,8 @@ dt_status_t dt_tensor_redistribute_async(dt_tensor_t t, const dt_placement_t* pl
 }
 
 dt_status_t dt_tensor_describe(dt_tensor_t t, char* buf, size_t cap, size_t* needed) {
-  return call("dt_tensor_describe", [&] { copy_out(get<TensorObject>(t, "tensor")->tensor.describe(), buf, cap, needed); });
+  return call("dt_tensor_describe",
+              [&] { copy_out(get<TensorObject>(t, "tensor")->tensor.describe(), buf, cap, needed); });
 }
 
 dt_status_t dt_tensor_destroy(dt_tensor_t t) {

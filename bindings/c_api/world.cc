@@ -73,8 +73,8 @@ dt_status_t dt_init(const dt_init_params_t* p, dt_comm_t* out) {
     require(p, "params");
     require(out, "out");
     const dt_init_params_t q = read_params(p, &dt_init_params_init, "params", "dt_init_params_init");
-    DT_CHECK_ARG(q.world_size >= 1 && q.rank >= 0 && q.rank < q.world_size, "params: rank ", q.rank,
-                 " of world_size ", q.world_size, " (need 0 <= rank < world_size)");
+    DT_CHECK_ARG(q.world_size >= 1 && q.rank >= 0 && q.rank < q.world_size, "params: rank ", q.rank, " of world_size ",
+                 q.world_size, " (need 0 <= rank < world_size)");
     DT_CHECK_ARG(q.store_port >= 0 && q.store_port < 65536, "params.store_port ", q.store_port, " is not a port");
     DT_CHECK_ARG(q.secret != nullptr || q.insecure != 0 || q.world_size == 1,
                  "params.secret is NULL: give the store's shared secret, or set insecure = 1");
@@ -153,8 +153,7 @@ dt_status_t dt_mesh_sub(dt_mesh_t mesh, const char* const* names, int32_t n, dt_
   });
 }
 
-dt_status_t dt_mesh_flatten(dt_mesh_t mesh, const char* const* names, int32_t n, const char* new_name,
-                            dt_mesh_t* out) {
+dt_status_t dt_mesh_flatten(dt_mesh_t mesh, const char* const* names, int32_t n, const char* new_name, dt_mesh_t* out) {
   return call("dt_mesh_flatten", [&] {
     auto m = get<MeshObject>(mesh, "mesh");
     require_owner(*m, "dt_mesh_flatten");
@@ -182,8 +181,8 @@ dt_status_t dt_mesh_shape(dt_mesh_t mesh, int64_t* sizes, int32_t cap) {
 dt_status_t dt_mesh_coordinate(dt_mesh_t mesh, int64_t* coord, int32_t cap) {
   return call("dt_mesh_coordinate", [&] {
     auto m = get<MeshObject>(mesh, "mesh");
-    copy_ints(m->mesh.is_member() ? m->mesh.coordinate() : std::vector<int64_t>(size_t(m->mesh.ndim()), -1), coord,
-              cap, "coord");
+    copy_ints(m->mesh.is_member() ? m->mesh.coordinate() : std::vector<int64_t>(size_t(m->mesh.ndim()), -1), coord, cap,
+              "coord");
   });
 }
 

@@ -56,7 +56,6 @@ std::string nccl_message(ncclResult_t r, ncclComm_t comm) {
   }
 }
 
-
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
     case DType::f32:

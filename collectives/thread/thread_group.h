@@ -41,10 +41,10 @@ class ThreadGroup;
 // One call of one rank, as its worker runs it.
 struct RankOp {
   bool is_split = false;
-  CollectiveArgs args;      // collectives and point-to-point (unused for split)
-  int color = -1, key = 0;  // split
+  CollectiveArgs args;                       // collectives and point-to-point (unused for split)
+  int color = -1, key = 0;                   // split
   const FlightRecorder* recorder = nullptr;  // the issuing communicator's (it outlives its queued calls)
-  uint64_t seq = 0;         // group call number (collectives and splits; 0 for send / recv)
+  uint64_t seq = 0;                          // group call number (collectives and splits; 0 for send / recv)
   // split results, filled at the rendezvous
   std::shared_ptr<ThreadGroup> new_group;
   int new_rank = -1;

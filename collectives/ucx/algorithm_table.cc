@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/config.h"
 #include "collectives/ucx/algorithms.h"
+#include "core/config.h"
 #include "core/error.h"
 
 namespace dt::ucx {

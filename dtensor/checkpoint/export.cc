@@ -25,7 +25,7 @@ struct OutFile {
 struct OutLayout {
   std::string dir;
   std::vector<OutFile> files;
-  std::string hf_index;  // the index JSON when sharded, else empty
+  std::string hf_index;                          // the index JSON when sharded, else empty
   std::vector<std::pair<size_t, size_t>> where;  // tensor -> (file, position in that file's list)
 };
 
@@ -54,8 +54,10 @@ OutLayout plan_output(const std::string& path, const std::vector<T>& tensors, co
     groups.emplace_back();
     for (size_t i = 0; i < names.size(); ++i) groups.back().push_back(i);
   } else {
-    DT_CHECK_ARG(ends_with(base, ".json"), "safetensors export: with max_shard_bytes the path names the index and must "
-                                           "end in .json (e.g. model.safetensors.index.json), got '", path, "'");
+    DT_CHECK_ARG(ends_with(base, ".json"),
+                 "safetensors export: with max_shard_bytes the path names the index and must "
+                 "end in .json (e.g. model.safetensors.index.json), got '",
+                 path, "'");
     uint64_t in_current = 0;
     for (size_t i = 0; i < names.size(); ++i) {
       const uint64_t b = uint64_t(shape_numel(shapes[i])) * dtype_size(dtypes[i]);
@@ -140,7 +142,8 @@ File create_out_file(const OutLayout& out, const OutFile& f, const std::string& 
 }
 
 void publish(const OutLayout& out, const std::string& path, const std::string& tmp_suffix) {
-  for (const OutFile& f : out.files) durable_rename(join_path(out.dir, f.name) + tmp_suffix, join_path(out.dir, f.name));
+  for (const OutFile& f : out.files)
+    durable_rename(join_path(out.dir, f.name) + tmp_suffix, join_path(out.dir, f.name));
   if (!out.hf_index.empty()) write_file_atomically(path, out.hf_index);
 }
 
@@ -157,7 +160,8 @@ void export_safetensors(const std::string& path, const TensorList& tensors, cons
   agree(*p.world, rank != 0 ? nullptr : capture([&] {
     make_dirs(out.dir);
     for (const OutFile& f : out.files) create_out_file(out, f, tmp);
-  }), what);
+  }),
+        what);
   agree(*p.world, capture([&] {
     std::vector<std::optional<File>> open(out.files.size());
     for (size_t i = 0; i < p.tensors.size(); ++i)
@@ -171,7 +175,8 @@ void export_safetensors(const std::string& path, const TensorList& tensors, cons
       }
     for (auto& f : open)
       if (f) f->sync();
-  }), what);
+  }),
+        what);
   agree(*p.world, rank != 0 ? nullptr : capture([&] { publish(out, path, tmp); }), what);
 }
 

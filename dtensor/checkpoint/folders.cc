@@ -40,9 +40,7 @@ std::vector<Entry> entries(const std::string& root) {
 }
 
 // Newest first: the greatest step, then the greatest name.
-bool newer(const Entry& a, const Entry& b) {
-  return a.step != b.step ? a.step > b.step : a.dir > b.dir;
-}
+bool newer(const Entry& a, const Entry& b) { return a.step != b.step ? a.step > b.step : a.dir > b.dir; }
 
 }  // namespace
 

@@ -100,7 +100,8 @@ void validate_tensor(const StoredTensor& t, const Index& index) {
     if (c.bytes != n * dtype_size(t.dtype))
       bad(index.path, str_cat(cw, " holds ", c.bytes, " bytes, its box needs ", n * dtype_size(t.dtype)));
     const auto fb = index.file_bytes.find(c.file);
-    if (fb == index.file_bytes.end()) bad(index.path, cw + " is in file '" + c.file + "', which the index does not list");
+    if (fb == index.file_bytes.end())
+      bad(index.path, cw + " is in file '" + c.file + "', which the index does not list");
     if (c.begin > fb->second || c.bytes > fb->second - c.begin)
       bad(index.path, str_cat(cw, " runs past the end of '", c.file, "' (", fb->second, " bytes)"));
     if (index.page_bytes != 0 && c.page_crcs.size() != page_count(c.bytes, index.page_bytes))
@@ -319,7 +320,8 @@ Index index_of_safetensors(const std::string& path) {
       t.name = e.name;
       t.dtype = e.dtype;
       t.shape = e.shape;
-      if (e.end > e.begin) t.chunks.push_back({Box{Shape(e.shape.size(), 0), e.shape}, f, h.data_start + e.begin, e.end - e.begin, {}});
+      if (e.end > e.begin)
+        t.chunks.push_back({Box{Shape(e.shape.size(), 0), e.shape}, f, h.data_start + e.begin, e.end - e.begin, {}});
       index.tensors.push_back(std::move(t));
     }
   }

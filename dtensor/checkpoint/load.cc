@@ -79,8 +79,8 @@ LoadResult load_index(const Index& index, const TensorList& tensors, const LoadO
       if (is_partial(rspec[m])) rspec = rspec.with_placement(m, Replicate{});
     const Shape local_shape =
         t.mesh().is_member() ? dt::local_shape(t.shape(), t.mesh().shape(), rspec, t.mesh().coordinate()) : Shape{0};
-    DTensor r = DTensor::from_local_unchecked(Tensor::empty(local_shape, t.dtype(), t.device()), t.mesh(), rspec,
-                                              t.shape());
+    DTensor r =
+        DTensor::from_local_unchecked(Tensor::empty(local_shape, t.dtype(), t.device()), t.mesh(), rspec, t.shape());
     fill_block(reader, *s, r);
     const DTensor p = r.redistribute(t.spec());
     if (t.mesh().is_member()) Tensor(t.to_local()).copy_(p.to_local());
@@ -106,8 +106,8 @@ uint64_t verify(const std::string& dir) {
   for (const auto& [name, bytes] : index.file_bytes) {
     File f(join_path(index.dir, name), File::Mode::kRead);
     if (f.size() != bytes)
-      DT_THROW(InvalidArgument, "checkpoint: file '", f.path(), "' has ", f.size(), " bytes but the index says ",
-               bytes, f.size() < bytes ? " (truncated)" : " (damaged)");
+      DT_THROW(InvalidArgument, "checkpoint: file '", f.path(), "' has ", f.size(), " bytes but the index says ", bytes,
+               f.size() < bytes ? " (truncated)" : " (damaged)");
   }
   Reader reader(index);
   std::vector<char> buf;  // one buffer for every chunk: a fresh one per chunk spent most of the time faulting pages in

@@ -39,9 +39,7 @@ std::string rank_file_name(const std::string& save_id, int64_t rank) {
   return str_cat(save_id, "-r", rank, ".safetensors");
 }
 std::string rank_meta_name(const std::string& save_id, int64_t rank) { return str_cat(save_id, "-r", rank, ".json"); }
-std::string rank_error_name(const std::string& save_id, int64_t rank) {
-  return str_cat(save_id, "-r", rank, ".error");
-}
+std::string rank_error_name(const std::string& save_id, int64_t rank) { return str_cat(save_id, "-r", rank, ".error"); }
 
 bool is_checkpoint_file(const std::string& name) {
   // <16 hex>-r<digits>.(safetensors|json|error)[.tmp], or the index's temporary.
@@ -62,8 +60,8 @@ RankFile rank_file(const std::string& save_id, int64_t rank, const std::vector<S
   RankFile f;
   f.name = rank_file_name(save_id, rank);
   std::vector<SafetensorsEntry> entries;
-  std::map<std::string, std::string> meta{{"format", "pt"}, {"dtensor.save_id", save_id},
-                                          {"dtensor.rank", std::to_string(rank)}};
+  std::map<std::string, std::string> meta{
+      {"format", "pt"}, {"dtensor.save_id", save_id}, {"dtensor.rank", std::to_string(rank)}};
   for (size_t i = 0; i < tensors.size(); ++i)
     for (const PlannedBlock& b : plan[i]) {
       if (b.writer != rank) continue;

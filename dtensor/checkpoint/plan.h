@@ -33,7 +33,7 @@ std::vector<std::vector<PlannedBlock>> plan_writers(const std::vector<SavedTenso
                                                     const std::vector<std::vector<Box>>& boxes);
 
 struct RankFile {
-  std::string name;  // "<save id>-r<rank>.safetensors"
+  std::string name;    // "<save id>-r<rank>.safetensors"
   std::string header;  // the safetensors header bytes (length field included)
   uint64_t bytes = 0;  // the whole file
   struct Entry {

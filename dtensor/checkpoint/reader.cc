@@ -52,8 +52,7 @@ void Reader::check_pages(const StoredTensor& t, const StoredChunk& c, const char
                c.begin + std::min((first_page + i + 1) * P, c.bytes), "): the file is damaged");
 }
 
-void Reader::read_chunk_part(const StoredTensor& t, const StoredChunk& c, const Box& part, const Box& box,
-                             char* dst) {
+void Reader::read_chunk_part(const StoredTensor& t, const StoredChunk& c, const Box& part, const Box& box, char* dst) {
   const uint64_t es = dtype_size(t.dtype);
   std::vector<Run> runs;
   for_each_run(part, c.box, box, [&](int64_t s, int64_t d, int64_t len) {

@@ -30,8 +30,8 @@ class Reader {
   const Index& index_;
   std::map<std::string, File> files_;
   uint64_t bytes_read_ = 0;
-  std::vector<char> page_;        // one page read whole for a run that covers part of it (made on first use)
-  std::vector<uint32_t> crcs_;    // scratch of check_pages
+  std::vector<char> page_;      // one page read whole for a run that covers part of it (made on first use)
+  std::vector<uint32_t> crcs_;  // scratch of check_pages
 };
 
 }  // namespace dt::checkpoint

@@ -19,7 +19,7 @@ struct DtypeName {
   DType dtype;
   const char* name;
 };
-constexpr DtypeName kNames[] = {{DType::f32, "F32"}, {DType::f64, "F64"}, {DType::f16, "F16"},
+constexpr DtypeName kNames[] = {{DType::f32, "F32"},   {DType::f64, "F64"}, {DType::f16, "F16"},
                                 {DType::bf16, "BF16"}, {DType::i8, "I8"},   {DType::i32, "I32"},
                                 {DType::i64, "I64"},   {DType::u8, "U8"},   {DType::b8, "BOOL"}};
 
@@ -74,8 +74,8 @@ SafetensorsEntry parse_entry(const std::string& name, const json::value& v, cons
   e.end = uint64_t(*en);
   const uint64_t expect = numel * dtype_size(e.dtype);
   if (e.end - e.begin != expect)
-    bad(file, str_cat("entry '", name, "' holds ", e.end - e.begin, " bytes but its shape ", shape_str(e.shape),
-                      " of ", dname, " needs ", expect));
+    bad(file, str_cat("entry '", name, "' holds ", e.end - e.begin, " bytes but its shape ", shape_str(e.shape), " of ",
+                      dname, " needs ", expect));
   return e;
 }
 
@@ -146,9 +146,8 @@ SafetensorsHeader parse_safetensors_header(std::string_view text, std::optional<
     }
     h.tensors.push_back(parse_entry(key, kv.value(), file));
   }
-  std::sort(h.tensors.begin(), h.tensors.end(), [](const auto& a, const auto& b) {
-    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-  });
+  std::sort(h.tensors.begin(), h.tensors.end(),
+            [](const auto& a, const auto& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
   for (size_t i = 0; i < h.tensors.size(); ++i) {
     const SafetensorsEntry& e = h.tensors[i];
     if (data_bytes && e.end > *data_bytes)
@@ -168,7 +167,8 @@ SafetensorsHeader read_safetensors_header(const std::string& path) {
   f.read_at(len_bytes, 8, 0, "the header length");
   const uint64_t len = le64(len_bytes);
   if (len > kMaxHeaderBytes) bad(path, str_cat("the header length ", len, " is above the format's limit of 100 MB"));
-  if (len > size - 8) bad(path, str_cat("the header length ", len, " runs past the end of the file (", size, " bytes)"));
+  if (len > size - 8)
+    bad(path, str_cat("the header length ", len, " runs past the end of the file (", size, " bytes)"));
   std::string text(len, '\0');
   f.read_at(text.data(), len, 8, "the header");
   return parse_safetensors_header(text, size - 8 - len, path);

@@ -80,18 +80,30 @@ OpRule unary_backward_rule(const std::string& op) {
     const Tensor& g = in[0];
     const Tensor& t = in[1];
     Tensor out;
-    if (op == "relu") out = kernels::relu_backward(g, t);
-    else if (op == "exp") out = kernels::exp_backward(g, t);
-    else if (op == "log") out = kernels::log_backward(g, t);
-    else if (op == "sqrt") out = kernels::sqrt_backward(g, t);
-    else if (op == "rsqrt") out = kernels::rsqrt_backward(g, t);
-    else if (op == "tanh") out = kernels::tanh_backward(g, t);
-    else if (op == "sigmoid") out = kernels::sigmoid_backward(g, t);
-    else if (op == "silu") out = kernels::silu_backward(g, t);
-    else if (op == "abs") out = kernels::abs_backward(g, t);
-    else if (op == "gelu") out = kernels::gelu_backward(g, t, kernels::GeluApprox(c.params().get_int("approx")));
-    else if (op == "pow_scalar") out = kernels::pow_scalar_backward(g, t, c.params().get_double("exponent"));
-    else DT_ASSERT(false, "no unary backward for ", op);
+    if (op == "relu")
+      out = kernels::relu_backward(g, t);
+    else if (op == "exp")
+      out = kernels::exp_backward(g, t);
+    else if (op == "log")
+      out = kernels::log_backward(g, t);
+    else if (op == "sqrt")
+      out = kernels::sqrt_backward(g, t);
+    else if (op == "rsqrt")
+      out = kernels::rsqrt_backward(g, t);
+    else if (op == "tanh")
+      out = kernels::tanh_backward(g, t);
+    else if (op == "sigmoid")
+      out = kernels::sigmoid_backward(g, t);
+    else if (op == "silu")
+      out = kernels::silu_backward(g, t);
+    else if (op == "abs")
+      out = kernels::abs_backward(g, t);
+    else if (op == "gelu")
+      out = kernels::gelu_backward(g, t, kernels::GeluApprox(c.params().get_int("approx")));
+    else if (op == "pow_scalar")
+      out = kernels::pow_scalar_backward(g, t, c.params().get_double("exponent"));
+    else
+      DT_ASSERT(false, "no unary backward for ", op);
     return std::vector<Tensor>{out};
   };
   return r;
@@ -237,9 +249,8 @@ OpRule embedding_backward_rule() {
     check_defined_input(s, 1, "ids");
     check_integer(s, 1, "ids");
     const Shape& g = s.inputs[0].shape;
-    DT_CHECK_ARG(!g.empty() && Shape(g.begin(), g.end() - 1) == s.inputs[1].shape,
-                 "dt::embedding_backward: grad_out ", shape_str(g), " does not match ids ",
-                 shape_str(s.inputs[1].shape));
+    DT_CHECK_ARG(!g.empty() && Shape(g.begin(), g.end() - 1) == s.inputs[1].shape, "dt::embedding_backward: grad_out ",
+                 shape_str(g), " does not match ids ", shape_str(s.inputs[1].shape));
     return std::vector<OutputMeta>{{Shape{s.params.get_int("num_embeddings"), g.back()}, s.inputs[0].dtype}};
   };
   r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {

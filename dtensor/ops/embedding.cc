@@ -183,9 +183,9 @@ DTensor embedding(const DTensor& ids, const DTensor& weight) { return ops::dispa
 
 DCrossEntropyResult cross_entropy_with_lse(const DTensor& logits, const DTensor& targets, int64_t ignore_index,
                                            LossReduction reduction) {
-  std::vector<DTensor> out = ops::dispatch(
-      "cross_entropy", {logits, targets},
-      ops::OpParams().set("ignore_index", ignore_index).set("reduction", int64_t(reduction)));
+  std::vector<DTensor> out =
+      ops::dispatch("cross_entropy", {logits, targets},
+                    ops::OpParams().set("ignore_index", ignore_index).set("reduction", int64_t(reduction)));
   return DCrossEntropyResult{out[0], out[1]};
 }
 

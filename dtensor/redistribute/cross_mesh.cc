@@ -15,8 +15,7 @@ namespace {
 // The view of `t` (holding `box`) covering `region` (inside box).
 Tensor region_view(const Tensor& t, const Box& box, const Box& region) {
   Tensor v = t;
-  for (size_t d = 0; d < box.size(); ++d)
-    v = v.narrow(int64_t(d), region[d].begin - box[d].begin, region[d].size());
+  for (size_t d = 0; d < box.size(); ++d) v = v.narrow(int64_t(d), region[d].begin - box[d].begin, region[d].size());
   return v;
 }
 

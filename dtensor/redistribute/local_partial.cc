@@ -3,9 +3,7 @@
 
 namespace dt::redistribute {
 
-bool LocalPartialTransition::is_suitable(const PlanStep& step) const {
-  return step.kind == StepKind::kLocalPartial;
-}
+bool LocalPartialTransition::is_suitable(const PlanStep& step) const { return step.kind == StepKind::kLocalPartial; }
 
 PendingStep LocalPartialTransition::start(const StepContext& c) const {
   return {nullptr, {}, partial_local_value(c.input, std::get<Partial>(c.step.to).op, c.my_index())};

@@ -3,14 +3,12 @@
 // size_i rows of its reduced chunk. When d leads the memory order and the chunks are even, the input is sent as is
 // and the output is a prefix view of the received chunk (Note [gather into the output] in all_gather.cc, mirrored).
 #include "core/error.h"
-#include "kernels/fill.h"
 #include "dtensor/redistribute/transitions.h"
+#include "kernels/fill.h"
 
 namespace dt::redistribute {
 
-bool ReduceScatterTransition::is_suitable(const PlanStep& step) const {
-  return step.kind == StepKind::kReduceScatter;
-}
+bool ReduceScatterTransition::is_suitable(const PlanStep& step) const { return step.kind == StepKind::kReduceScatter; }
 
 PendingStep ReduceScatterTransition::start(const StepContext& c) const {
   const int64_t d = c.step.to_tensor_dim, k = c.group_size(), me = c.my_index();

@@ -5,12 +5,12 @@
 
 namespace dt::redistribute {
 
-#define DT_TRANSITION_(Name, label)                                \
-  class Name : public Transition {                                 \
-   public:                                                         \
-    const char* name() const override { return label; }            \
-    bool is_suitable(const PlanStep& step) const override;         \
-    PendingStep start(const StepContext& ctx) const override;      \
+#define DT_TRANSITION_(Name, label)                           \
+  class Name : public Transition {                            \
+   public:                                                    \
+    const char* name() const override { return label; }       \
+    bool is_suitable(const PlanStep& step) const override;    \
+    PendingStep start(const StepContext& ctx) const override; \
   };
 DT_TRANSITION_(AllGatherTransition, "S->R all_gather")
 DT_TRANSITION_(AllReduceTransition, "P->R all_reduce")

@@ -3,8 +3,9 @@
 // (measured by the UCX bench work: 2.7x faster in cache).
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 
-#include "core/error.h"
 #include "kernels/reduce.h"
+
+#include "core/error.h"
 #include "kernels/reduce_op_impl.h"
 
 namespace dt::kernels::cpu {

@@ -32,7 +32,6 @@ void launch_convert(void* dst, const void* src, const Layout& l, Stream stream) 
   check_launch("kernels::cuda::copy_cast");
 }
 
-
 // Rows of at least this many bytes go through cudaMemcpy2DAsync; shorter rows through the strided kernel.
 constexpr int64_t kMemcpy2DMinRowBytes = 64;
 
@@ -42,7 +41,7 @@ void run(void* dst, DType dst_dtype, const void* src, DType src_dtype, const Lay
     const int64_t es = int64_t(dtype_size(dst_dtype));
     if (is_flat(l)) {
       ::dt::cuda_check(cudaMemcpyAsync(dst, src, size_t(l.numel * es), cudaMemcpyDeviceToDevice, as_cuda(stream)),
-                 "kernels::cuda::copy (cudaMemcpyAsync)");
+                       "kernels::cuda::copy (cudaMemcpyAsync)");
       return;
     }
     // Rows of contiguous runs, e.g. packing a block narrowed on an inner dim: one 2-d copy.
@@ -75,7 +74,8 @@ void cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t 
 }
 
 void copy_bytes(void* dst, const void* src, size_t nbytes, Stream stream) {
-  ::dt::cuda_check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, as_cuda(stream)), "kernels::cuda::copy_bytes");
+  ::dt::cuda_check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, as_cuda(stream)),
+                   "kernels::cuda::copy_bytes");
 }
 
 }  // namespace dt::kernels::cuda

@@ -21,7 +21,7 @@ __global__ void divide_kernel(T* x, int64_t n, int64_t divisor) {
 void reduce(void* out, const void* a, const void* b, int64_t count, DType dtype, ReduceOp op, Stream stream) {
   dispatch_dtype(dtype, [&]<typename T>() {
     reduce_kernel<T><<<grid_for(count), 256, 0, as_cuda(stream)>>>(static_cast<T*>(out), static_cast<const T*>(a),
-                                                                    static_cast<const T*>(b), count, op);
+                                                                   static_cast<const T*>(b), count, op);
   });
   check_launch("kernels::cuda::reduce");
 }

@@ -58,16 +58,16 @@ IdsCheck check_ids_cuda(const Tensor& ids, int64_t hi, std::optional<int64_t> ig
 
 // Runs cpu_call on the CPU and cuda_call on a CUDA device (which must be usable); `stream` must be in scope.
 #if defined(DT_WITH_CUDA)
-#define DT_OPS_DISPATCH(device, op, cpu_call, cuda_call)     \
-  do {                                                       \
-    (void)(op);                                              \
-    if ((device).is_cpu()) {                                 \
-      (void)stream;                                          \
-      cpu_call;                                              \
-    } else {                                                 \
-      ::dt::DeviceGuard dt_ops_guard_(device);               \
-      cuda_call;                                             \
-    }                                                        \
+#define DT_OPS_DISPATCH(device, op, cpu_call, cuda_call) \
+  do {                                                   \
+    (void)(op);                                          \
+    if ((device).is_cpu()) {                             \
+      (void)stream;                                      \
+      cpu_call;                                          \
+    } else {                                             \
+      ::dt::DeviceGuard dt_ops_guard_(device);           \
+      cuda_call;                                         \
+    }                                                    \
   } while (0)
 #else
 #define DT_OPS_DISPATCH(device, op, cpu_call, cuda_call)    \

@@ -14,8 +14,7 @@ void check(const char* op, const Tensor& p, std::initializer_list<std::pair<cons
   DT_CHECK_ARG(p.is_contiguous(), op, ": the parameter must be contiguous");
   for (const auto& [name, t] : others) {
     if (!t->defined()) continue;
-    DT_CHECK_ARG(t->shape() == p.shape() && t->dtype() == p.dtype() && t->device() == p.device() &&
-                     t->is_contiguous(),
+    DT_CHECK_ARG(t->shape() == p.shape() && t->dtype() == p.dtype() && t->device() == p.device() && t->is_contiguous(),
                  op, ": ", name, " must be a contiguous ", dtype_name(p.dtype()), " tensor of shape ",
                  shape_str(p.shape()), " on ", p.device().to_string(), ", got ", dtype_name(t->dtype()), " ",
                  shape_str(t->shape()), " on ", t->device().to_string());

@@ -26,7 +26,8 @@ struct SgdStep {
 };
 // g += wd p; buf = first ? g : momentum buf + (1 - dampening) g; g = nesterov ? g + momentum buf : buf; p -= lr g.
 // momentum_buf is undefined when momentum == 0.
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdStep& h, Stream stream = {});
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buf, const SgdStep& h,
+              Stream stream = {});
 
 namespace cpu {
 void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamWStep& h);

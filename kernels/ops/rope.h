@@ -17,8 +17,8 @@ void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& s
           int64_t hd);
 }  // namespace cpu
 namespace cuda {
-void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t rows, int64_t t,
-          int64_t hd, Stream stream);
+void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t rows, int64_t t, int64_t hd,
+          Stream stream);
 }  // namespace cuda
 
 }  // namespace dt::kernels

@@ -14,8 +14,8 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, double init_std)
 
 std::vector<Variable> Linear::forward(const std::vector<Variable>& in) {
   DT_CHECK_ARG(in.size() == 1 && in[0].defined(), "Linear: expects one input");
-  DT_CHECK_ARG(in[0].dim() >= 1 && in[0].shape().back() == in_features, "Linear(", in_features, " -> ",
-               out_features, "): the input's last dim must be ", in_features, ", got shape ", shape_str(in[0].shape()));
+  DT_CHECK_ARG(in[0].dim() >= 1 && in[0].shape().back() == in_features, "Linear(", in_features, " -> ", out_features,
+               "): the input's last dim must be ", in_features, ", got shape ", shape_str(in[0].shape()));
   return {linear(in[0], weight, bias)};
 }
 

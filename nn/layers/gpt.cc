@@ -11,8 +11,8 @@ Gpt::Gpt(const GptConfig& c) : Module("Gpt"), config(c) {
   tok_embeddings = register_module("tok_embeddings", std::make_shared<Embedding>(c.vocab, c.dim));
   auto list = std::make_shared<ModuleList>();
   for (int64_t i = 0; i < c.layers; ++i) {
-    layers.push_back(std::make_shared<TransformerBlock>(c.dim, c.heads, c.hidden_size(), c.norm, c.mlp, c.norm_eps,
-                                                        c.rope_theta));
+    layers.push_back(
+        std::make_shared<TransformerBlock>(c.dim, c.heads, c.hidden_size(), c.norm, c.mlp, c.norm_eps, c.rope_theta));
     list->append(layers.back());
   }
   register_module("layers", list);
@@ -39,7 +39,7 @@ ParallelPlan gpt_tp_plan(const GptConfig& c, bool sp) {
   ParallelPlan plan;
   const Placement seq = Shard{1};
   plan.emplace_back("tok_embeddings", RowwiseParallel({.input_layouts = Replicate{},
-                                                        .output_layouts = sp ? seq : Placement(Replicate{})}));
+                                                       .output_layouts = sp ? seq : Placement(Replicate{})}));
   if (sp) {
     plan.emplace_back("layers.*.attention_norm", SequenceParallel());
     plan.emplace_back("layers.*.ffn_norm", SequenceParallel());
@@ -52,13 +52,13 @@ ParallelPlan gpt_tp_plan(const GptConfig& c, bool sp) {
     plan.emplace_back("layers.*.attention", PrepareModuleInput({seq}, {Replicate{}}));
     plan.emplace_back("layers.*.feed_forward", PrepareModuleInput({seq}, {Replicate{}}));
   }
-  for (const char* w : {"wq", "wk", "wv"})
-    plan.emplace_back(std::string("layers.*.attention.") + w, ColwiseParallel());
+  for (const char* w : {"wq", "wk", "wv"}) plan.emplace_back(std::string("layers.*.attention.") + w, ColwiseParallel());
   plan.emplace_back("layers.*.attention.wo", RowwiseParallel({.input_layouts = std::nullopt, .output_layouts = in}));
   plan.emplace_back("layers.*.feed_forward.w1", ColwiseParallel());
   if (c.mlp == MlpKind::kSwiGlu) plan.emplace_back("layers.*.feed_forward.w3", ColwiseParallel());
   plan.emplace_back("layers.*.feed_forward.w2", RowwiseParallel({.input_layouts = std::nullopt, .output_layouts = in}));
-  if (!c.tie_embeddings) plan.emplace_back("output", ColwiseParallel({.input_layouts = in, .output_layouts = Placement(Shard{-1})}));
+  if (!c.tie_embeddings)
+    plan.emplace_back("output", ColwiseParallel({.input_layouts = in, .output_layouts = Placement(Shard{-1})}));
   return plan;
 }
 

@@ -33,16 +33,18 @@ std::vector<Variable> Attention::forward(const std::vector<Variable>& in) {
   return {(*wo)(reshape(transpose(o, 1, 2), {b, t, dim}))};
 }
 
-TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, int64_t hidden, NormKind norm, MlpKind mlp,
-                                   double eps, double theta)
+TransformerBlock::TransformerBlock(int64_t dim, int64_t heads, int64_t hidden, NormKind norm, MlpKind mlp, double eps,
+                                   double theta)
     : Module("TransformerBlock") {
   attention_norm = register_module("attention_norm", make_norm(norm, dim, eps));
   attention = register_module("attention", std::make_shared<Attention>(dim, heads, theta));
   ffn_norm = register_module("ffn_norm", make_norm(norm, dim, eps));
   if (mlp == MlpKind::kSwiGlu)
-    feed_forward = register_module("feed_forward", std::static_pointer_cast<Module>(std::make_shared<SwiGluMlp>(dim, hidden)));
+    feed_forward =
+        register_module("feed_forward", std::static_pointer_cast<Module>(std::make_shared<SwiGluMlp>(dim, hidden)));
   else
-    feed_forward = register_module("feed_forward", std::static_pointer_cast<Module>(std::make_shared<GeluMlp>(dim, hidden)));
+    feed_forward =
+        register_module("feed_forward", std::static_pointer_cast<Module>(std::make_shared<GeluMlp>(dim, hidden)));
 }
 
 std::vector<Variable> TransformerBlock::forward(const std::vector<Variable>& in) {

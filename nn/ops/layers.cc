@@ -4,9 +4,9 @@
 #include "core/error.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops/dispatch.h"
+#include "kernels/ops/rope.h"
 #include "nn/autograd.h"
 #include "nn/ops.h"
-#include "kernels/ops/rope.h"
 #include "placement/layout.h"
 
 namespace dt::nn {
@@ -16,7 +16,8 @@ using G = std::vector<DTensor>;
 namespace {
 
 DTensor ones_weight(const Shape& shape, DType dtype, const DeviceMesh& mesh) {
-  return dt::ones(shape, mesh, std::vector<Placement>(size_t(mesh.ndim()), Replicate{}), {.dtype = dtype, .seed = 0, .shard_order = {}});
+  return dt::ones(shape, mesh, std::vector<Placement>(size_t(mesh.ndim()), Replicate{}),
+                  {.dtype = dtype, .seed = 0, .shard_order = {}});
 }
 
 // The gradient of an output in the output's own layout (Partial replaced by Replicate): the backward runs in the
@@ -51,18 +52,20 @@ Variable log_softmax(const Variable& x, int64_t dim) {
 
 Variable layer_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight, const Variable& bias,
                     double eps) {
-  DLayerNormResult r = dt::layer_norm_with_stats(x.data(), normalized_shape, weight.defined() ? weight.data() : DTensor(),
-                                                 bias.defined() ? bias.data() : DTensor(), eps);
+  DLayerNormResult r =
+      dt::layer_norm_with_stats(x.data(), normalized_shape, weight.defined() ? weight.data() : DTensor(),
+                                bias.defined() ? bias.data() : DTensor(), eps);
   DTensor dx = x.data();
   DTensor w = weight.defined() ? weight.data() : ones_weight(normalized_shape, x.dtype(), x.mesh());
   return record_one("layer_norm", {x, weight, bias}, r.out,
                     [dx, w, mean = r.mean, rstd = r.rstd, out = r.out.spec()](const G& g) {
-    return ops::dispatch("layer_norm_backward", {in_forward_layout(g[0], out), dx, w, mean, rstd});
-  });
+                      return ops::dispatch("layer_norm_backward", {in_forward_layout(g[0], out), dx, w, mean, rstd});
+                    });
 }
 
 Variable rms_norm(const Variable& x, const Shape& normalized_shape, const Variable& weight, double eps) {
-  DRmsNormResult r = dt::rms_norm_with_stats(x.data(), normalized_shape, weight.defined() ? weight.data() : DTensor(), eps);
+  DRmsNormResult r =
+      dt::rms_norm_with_stats(x.data(), normalized_shape, weight.defined() ? weight.data() : DTensor(), eps);
   DTensor dx = x.data();
   DTensor w = weight.defined() ? weight.data() : ones_weight(normalized_shape, x.dtype(), x.mesh());
   return record_one("rms_norm", {x, weight}, r.out, [dx, w, rstd = r.rstd, out = r.out.spec()](const G& g) {
@@ -80,12 +83,10 @@ Variable embedding(const DTensor& ids, const Variable& weight) {
 Variable cross_entropy(const Variable& logits, const DTensor& targets, int64_t ignore_index, LossReduction reduction) {
   DTensor dl = logits.data();
   DCrossEntropyResult r = dt::cross_entropy_with_lse(dl, targets, ignore_index, reduction);
-  return record_one("cross_entropy", {logits}, r.loss,
-                    [dl, targets, lse = r.lse, ignore_index, reduction](const G& g) {
-                      return G{ops::dispatch_one(
-                          "cross_entropy_backward", {g[0], dl, targets, lse},
-                          ops::OpParams().set("ignore_index", ignore_index).set("reduction", int64_t(reduction)))};
-                    });
+  return record_one("cross_entropy", {logits}, r.loss, [dl, targets, lse = r.lse, ignore_index, reduction](const G& g) {
+    return G{ops::dispatch_one("cross_entropy_backward", {g[0], dl, targets, lse},
+                               ops::OpParams().set("ignore_index", ignore_index).set("reduction", int64_t(reduction)))};
+  });
 }
 
 DTensor causal_mask(int64_t tq, int64_t tk, const DeviceMesh& mesh) {
@@ -157,9 +158,7 @@ Variable apply_rope(const Variable& x, const DTensor& cos, const DTensor& sin) {
                shape_str(cos.shape()), " and ", shape_str(sin.shape()));
   DTensor out = rope_blocks(x.data(), cos, sin);
   // The adjoint: rotate_half's transpose is -rotate_half and sin's halves are equal, so it is rope with -sin.
-  return record_one("rope", {x}, out, [cos, sin](const G& g) {
-    return G{rope_blocks(g[0], cos, dt::neg(sin))};
-  });
+  return record_one("rope", {x}, out, [cos, sin](const G& g) { return G{rope_blocks(g[0], cos, dt::neg(sin))}; });
 }
 
 Variable redistribute(const Variable& x, std::vector<Placement> placements) {

@@ -34,8 +34,9 @@ Variable unary(const char* op, const Variable& x, DTensor out, bool save_out, op
 }  // namespace
 
 Variable add(const Variable& a, const Variable& b) {
-  return record_one("add", {a, b}, dt::add(a.data(), b.data()),
-                    [sa = a.shape(), sb = b.shape()](const G& g) { return G{sum_to(g[0], sa), sum_to(g[0], sb)}; });
+  return record_one("add", {a, b}, dt::add(a.data(), b.data()), [sa = a.shape(), sb = b.shape()](const G& g) {
+    return G{sum_to(g[0], sa), sum_to(g[0], sb)};
+  });
 }
 Variable sub(const Variable& a, const Variable& b) {
   return record_one("sub", {a, b}, dt::sub(a.data(), b.data()), [sa = a.shape(), sb = b.shape()](const G& g) {
@@ -133,7 +134,8 @@ Variable masked_fill(const Variable& x, const DTensor& mask, double value) {
 }
 Variable to(const Variable& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  return record_one("to", {x}, dt::to(x.data(), dtype), [from = x.dtype()](const G& g) { return G{dt::to(g[0], from)}; });
+  return record_one("to", {x}, dt::to(x.data(), dtype),
+                    [from = x.dtype()](const G& g) { return G{dt::to(g[0], from)}; });
 }
 
 Variable operator+(const Variable& a, const Variable& b) { return add(a, b); }

@@ -52,16 +52,17 @@ Variable squeeze(const Variable& x, int64_t dim) {
 }
 Variable narrow(const Variable& x, int64_t dim, int64_t start, int64_t length) {
   const int64_t d = dim < 0 ? dim + x.dim() : dim;
-  return record_one("narrow", {x}, dt::narrow(x.data(), d, start, length), [d, start, length, s = x.shape()](const G& g) {
-    std::vector<DTensor> parts;
-    Shape before = s, after = s;
-    before[size_t(d)] = start;
-    after[size_t(d)] = s[size_t(d)] - start - length;
-    if (start > 0) parts.push_back(zeros_shaped_like(g[0], before));
-    parts.push_back(g[0]);
-    if (after[size_t(d)] > 0) parts.push_back(zeros_shaped_like(g[0], after));
-    return G{parts.size() == 1 ? g[0] : dt::cat(parts, d)};
-  });
+  return record_one("narrow", {x}, dt::narrow(x.data(), d, start, length),
+                    [d, start, length, s = x.shape()](const G& g) {
+                      std::vector<DTensor> parts;
+                      Shape before = s, after = s;
+                      before[size_t(d)] = start;
+                      after[size_t(d)] = s[size_t(d)] - start - length;
+                      if (start > 0) parts.push_back(zeros_shaped_like(g[0], before));
+                      parts.push_back(g[0]);
+                      if (after[size_t(d)] > 0) parts.push_back(zeros_shaped_like(g[0], after));
+                      return G{parts.size() == 1 ? g[0] : dt::cat(parts, d)};
+                    });
 }
 Variable cat(const std::vector<Variable>& xs, int64_t dim) {
   DT_CHECK_ARG(!xs.empty(), "nn::cat: no tensors");

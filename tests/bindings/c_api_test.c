@@ -6,7 +6,6 @@
  *
  * usage: c_api_test SCRATCH_DIR */
 #include <dtensor/c_api.h>
-
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,14 +15,14 @@
 static int g_rank = 0;
 static int g_failures = 0;
 
-#define CHECK(call)                                                                                        \
-  do {                                                                                                     \
-    dt_status_t s_ = (call);                                                                               \
-    if (s_ != DT_OK) {                                                                                     \
+#define CHECK(call)                                                                                           \
+  do {                                                                                                        \
+    dt_status_t s_ = (call);                                                                                  \
+    if (s_ != DT_OK) {                                                                                        \
       fprintf(stderr, "[r%d] %s:%d: %s -> %s: %s\n", g_rank, __FILE__, __LINE__, #call, dt_status_string(s_), \
-              dt_last_error());                                                                            \
-      exit(1);                                                                                             \
-    }                                                                                                      \
+              dt_last_error());                                                                               \
+      exit(1);                                                                                                \
+    }                                                                                                         \
   } while (0)
 
 /* A call that must fail with `want` and leave a message containing `needle`. */
@@ -66,9 +65,7 @@ static dt_buffer_t buffer(void* data, int32_t dtype, int32_t ndim, const int64_t
 }
 
 static int g_released = 0;
-static void count_release(void* context) {
-  g_released += *(int*)context;
-}
+static void count_release(void* context) { g_released += *(int*)context; }
 
 static int g_dl_deleted = 0;
 static void dl_deleter(DLManagedTensorVersioned* self) {
@@ -285,7 +282,8 @@ int main(int argc, char** argv) {
       EXPECT(fabsf(total - expect_total) < 1e-3f);
       CHECK(dt_tensor_destroy(outputs[0]));
     }
-    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "no op named 'frobnicate'", dt_tensor_op("frobnicate", in, 1, NULL, 0, outputs, 2, &n_out));
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "no op named 'frobnicate'",
+                  dt_tensor_op("frobnicate", in, 1, NULL, 0, outputs, 2, &n_out));
     CHECK(dt_ops_list(text, sizeof text, &needed));
     EXPECT(strstr(text, "matmul") != NULL && strstr(text, "add") != NULL);
   }
@@ -355,7 +353,8 @@ int main(int argc, char** argv) {
     /* A bad one is still released (ownership passes on every path). */
     m = dl_cpu_f32(malloc(6 * sizeof(float)), dl_shape);
     m->version.major = 9;
-    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "major version 9", dt_tensor_from_dlpack(mesh, m, spec, 1, NULL, 0, &from_dl));
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "major version 9",
+                  dt_tensor_from_dlpack(mesh, m, spec, 1, NULL, 0, &from_dl));
     EXPECT(g_dl_deleted == 2);
     {
       /* Params read as dt_tensor_from_local reads them: an unset struct_size is refused, the tensor released. */

@@ -70,14 +70,12 @@ TEST(Config, MalformedValuesNameTheVariableAndTheValue) {
     const char* value;
     config::Var var;
   };
-  for (const Case& c : {Case{"DT_TIMEOUT_S", "5s", config::Var::kTimeoutS},
-                        Case{"DT_TIMEOUT_S", "-1", config::Var::kTimeoutS},
-                        Case{"DT_TIMEOUT_S", "1e99", config::Var::kTimeoutS},
-                        Case{"DT_UCX_STALL_MS", "0", config::Var::kUcxStallMs},
-                        Case{"DT_UCX_SPIN_US", "12abc", config::Var::kUcxSpinUs},
-                        Case{"DT_UCX_CHUNK_BYTES", "99999999999999999999999", config::Var::kUcxChunkBytes},
-                        Case{"DT_HUGE_PAGES", "maybe", config::Var::kHugePages},
-                        Case{"DT_LOG", "loud", config::Var::kLog}}) {
+  for (const Case& c :
+       {Case{"DT_TIMEOUT_S", "5s", config::Var::kTimeoutS}, Case{"DT_TIMEOUT_S", "-1", config::Var::kTimeoutS},
+        Case{"DT_TIMEOUT_S", "1e99", config::Var::kTimeoutS}, Case{"DT_UCX_STALL_MS", "0", config::Var::kUcxStallMs},
+        Case{"DT_UCX_SPIN_US", "12abc", config::Var::kUcxSpinUs},
+        Case{"DT_UCX_CHUNK_BYTES", "99999999999999999999999", config::Var::kUcxChunkBytes},
+        Case{"DT_HUGE_PAGES", "maybe", config::Var::kHugePages}, Case{"DT_LOG", "loud", config::Var::kLog}}) {
     EnvScope e(c.name, c.value);
     const std::string msg = error_of([&] {
       switch (config::info(c.var).type) {

@@ -1,11 +1,11 @@
 // CRC-32C against the published check value and a bit-at-a-time reference on random data of every length class.
+#include "core/crc32c.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include "core/crc32c.h"
 
 namespace dt {
 namespace {

@@ -1,3 +1,5 @@
+#include "core/dtype.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -5,7 +7,6 @@
 #include <cstring>
 #include <random>
 
-#include "core/dtype.h"
 #include "core/error.h"
 #include "core/reduce_op.h"
 
@@ -36,7 +37,10 @@ uint16_t ref_round(float f, uint16_t max_finite, double overflow_at, Decode deco
   uint16_t lo = 0, hi = max_finite;
   while (lo < hi) {  // largest bits with value <= a
     uint16_t mid = uint16_t((lo + hi + 1) / 2);
-    if (decode(mid) <= a) lo = mid; else hi = uint16_t(mid - 1);
+    if (decode(mid) <= a)
+      lo = mid;
+    else
+      hi = uint16_t(mid - 1);
   }
   if (decode(lo) == a || lo == max_finite) return sign | lo;
   double dl = a - decode(lo), du = decode(uint16_t(lo + 1)) - a;

@@ -2,6 +2,8 @@
 // between random layouts and world sizes (uneven and empty shards, nested orders, Partial, every dtype) compared bit
 // for bit with the tensors saved, async saves, overwrites, strict and non-strict loads, safetensors export and
 // import, and damaged, truncated or missing files.
+#include "dtensor/checkpoint/checkpoint.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -10,7 +12,6 @@
 #include <mutex>
 #include <random>
 
-#include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/file_io.h"
 #include "dtensor/checkpoint/plan.h"
 #include "dtensor/checkpoint/safetensors.h"
@@ -204,8 +205,8 @@ TEST(CheckpointSave, TensorsOnTheTpSubMeshesOfEveryDpGroupAreSavedOnce) {
 // ---- formats ----
 
 TEST(CheckpointFormat, SafetensorsHeaderRoundTripAndRefusals) {
-  std::vector<SafetensorsEntry> es{{"a", DType::bf16, {3, 2}, 0, 0}, {"b.c", DType::b8, {}, 0, 0},
-                                   {"e", DType::i64, {0, 5}, 0, 0}};
+  std::vector<SafetensorsEntry> es{
+      {"a", DType::bf16, {3, 2}, 0, 0}, {"b.c", DType::b8, {}, 0, 0}, {"e", DType::i64, {0, 5}, 0, 0}};
   const std::string bytes = encode_safetensors_header(es, {{"format", "pt"}});
   EXPECT_EQ(bytes.size() % 8, 0u);
   const SafetensorsHeader h = parse_safetensors_header(std::string_view(bytes).substr(8), 13, "t");
@@ -231,8 +232,9 @@ TEST(CheckpointFormat, SafetensorsHeaderRoundTripAndRefusals) {
   refuses(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "needs 8");
   refuses(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", "bad data_offsets");
   refuses(R"({"a":{"dtype":"F32","shape":[300],"data_offsets":[0,1200]}})", "truncated");
-  refuses(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-          "overlap");
+  refuses(
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+      "overlap");
   refuses(R"({"a":{"dtype":"F32","shape":[4611686018427387903,4611686018427387903],"data_offsets":[0,4]}})",
           "too large");
 }
@@ -253,7 +255,7 @@ TEST(CheckpointFormat, IndexChecksumCatchesDamageThatStillParses) {
   ASSERT_EQ(back.tensors.size(), 1u);
   EXPECT_EQ(back.tensors[0].chunks[1].page_crcs, (std::vector<uint32_t>{3, 4}));
   std::string damaged = text;
-  damaged[damaged.find("\"begin\":20")+9] = '4';  // still valid JSON, a wrong offset
+  damaged[damaged.find("\"begin\":20") + 9] = '4';  // still valid JSON, a wrong offset
   EXPECT_THROW(parse_index(damaged, "idx"), InvalidArgument);
   EXPECT_THROW(parse_index(text.substr(0, text.size() / 2), "idx"), InvalidArgument);
   // Chunks that overlap or leave a hole are refused even with a right checksum.
@@ -273,11 +275,10 @@ struct Case {
   DType dtype;
 };
 
-const std::vector<Case> kTensors{{"w", {7, 5}, DType::f32},   {"emb.weight", {5, 6}, DType::bf16},
-                                 {"b", {3}, DType::f64},      {"h", {2, 3, 5}, DType::f16},
-                                 {"idx", {6, 2}, DType::i64}, {"e", {0, 4}, DType::i32},
-                                 {"mask", {4, 4}, DType::b8}, {"bytes", {9}, DType::u8},
-                                 {"s", {}, DType::i8}};
+const std::vector<Case> kTensors{
+    {"w", {7, 5}, DType::f32},    {"emb.weight", {5, 6}, DType::bf16}, {"b", {3}, DType::f64},
+    {"h", {2, 3, 5}, DType::f16}, {"idx", {6, 2}, DType::i64},         {"e", {0, 4}, DType::i32},
+    {"mask", {4, 4}, DType::b8},  {"bytes", {9}, DType::u8},           {"s", {}, DType::i8}};
 
 ShardingSpec pick_spec(std::mt19937& rng, int64_t ndim, int64_t mesh_ndim, bool partial) {
   const auto specs =
@@ -355,8 +356,9 @@ TEST(CheckpointLoad, ReadsOnlyItsShareAndStrictness) {
   const Tensor w = Tensor::randn({64, 512}, 9);  // 128 KiB
   const Tensor b = Tensor::randn({512}, 10);
   op_test::on_mesh({4}, [&](const DeviceMesh& mesh) {
-    save(dir, {{"w", distribute_tensor(w, mesh, {Shard{0}}, {}, std::nullopt)},
-               {"b", distribute_tensor(b, mesh, {Replicate{}}, {}, std::nullopt)}},
+    save(dir,
+         {{"w", distribute_tensor(w, mesh, {Shard{0}}, {}, std::nullopt)},
+          {"b", distribute_tensor(b, mesh, {Replicate{}}, {}, std::nullopt)}},
          {}, {.page_bytes = 4096});
   });
   op_test::on_mesh({2}, [&](const DeviceMesh& mesh) {
@@ -391,7 +393,8 @@ TEST(CheckpointLoad, MismatchedShapeOrDtypeNamesTheTensor) {
   const std::string dir = temp_dir() + "/ck";
   op_test::on_mesh({2}, [&](const DeviceMesh& mesh) {
     save(dir, {{"w", distribute_tensor(Tensor::randn({4, 3}, 1), mesh, {Shard{0}}, {}, std::nullopt)}});
-    for (const auto& [shape, dtype] : std::vector<std::pair<Shape, DType>>{{{4, 4}, DType::f32}, {{4, 3}, DType::f64}}) {
+    for (const auto& [shape, dtype] :
+         std::vector<std::pair<Shape, DType>>{{{4, 4}, DType::f32}, {{4, 3}, DType::f64}}) {
       DTensor t = distribute_tensor(Tensor::zeros(shape, dtype), mesh, {Shard{0}}, {}, std::nullopt);
       try {
         load(dir, {{"w", t}});
@@ -417,9 +420,9 @@ TEST(CheckpointSave, RanksThatDisagreeAreNamed) {
   });
   op_test::on_mesh({2}, [&](const DeviceMesh& mesh) {
     // Same names and shapes, different placements: the blocks overlap.
-    DTensor t = distribute_tensor(Tensor::zeros({4, 3}), mesh,
-                                  {mesh.global_rank() == 1 ? Placement(Replicate{}) : Placement(Shard{0})}, {},
-                                  std::nullopt);
+    DTensor t =
+        distribute_tensor(Tensor::zeros({4, 3}), mesh,
+                          {mesh.global_rank() == 1 ? Placement(Replicate{}) : Placement(Shard{0})}, {}, std::nullopt);
     try {
       save(dir, {{"w", t}});
       ADD_FAILURE() << "saved overlapping blocks";

@@ -45,9 +45,7 @@ Tensor value(const Spec& s, int64_t step, size_t i) {
 int write(const std::string& root, const std::string& mode, const std::string& out) {
   CommunicatorPtr world = init_process_group();
   DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {world->size()});
-  {
-    std::ofstream(out + "/pid" + std::to_string(world->rank())) << ::getpid() << "\n";
-  }
+  { std::ofstream(out + "/pid" + std::to_string(world->rank())) << ::getpid() << "\n"; }
   const bool async = mode.rfind("async", 0) == 0;
   const bool same = mode.find("same") != std::string::npos;
   checkpoint::SaveHandle pending;
@@ -61,8 +59,8 @@ int write(const std::string& root, const std::string& mode, const std::string& o
   for (int64_t step = 1; step <= 200; ++step) {
     checkpoint::TensorList list;
     for (size_t i = 0; i < kSpecs.size(); ++i)
-      list.push_back({kSpecs[i].name, distribute_tensor(value(kSpecs[i], step, i), mesh, kSpecs[i].placements, {},
-                                                        std::nullopt)});
+      list.push_back(
+          {kSpecs[i].name, distribute_tensor(value(kSpecs[i], step, i), mesh, kSpecs[i].placements, {}, std::nullopt)});
     const std::string dir = same ? root + "/same" : root + "/step-" + std::to_string(step);
     if (async) {
       finish();
@@ -97,7 +95,9 @@ int check(const std::string& root, const std::string& out) {
     for (const std::string& f : checkpoint::list_dir(dir))
       stray += checkpoint::is_checkpoint_file(f) && !index.file_bytes.count(f);
     checkpoint::TensorList list;
-    for (const Spec& s : kSpecs) list.push_back({s.name, distribute_tensor(Tensor::zeros(s.shape, s.dtype), mesh, {Replicate{}}, {}, std::nullopt)});
+    for (const Spec& s : kSpecs)
+      list.push_back(
+          {s.name, distribute_tensor(Tensor::zeros(s.shape, s.dtype), mesh, {Replicate{}}, {}, std::nullopt)});
     const checkpoint::LoadResult r = checkpoint::load(dir, list);
     const int64_t step = std::get<int64_t>(r.metadata.at("step"));
     for (size_t i = 0; i < kSpecs.size(); ++i)
@@ -109,8 +109,8 @@ int check(const std::string& root, const std::string& out) {
     ++complete;
   }
   const auto latest = checkpoint::latest(root);
-  std::cout << "complete " << complete << " incomplete " << incomplete << " stray files " << stray << " newest " << newest << " progress "
-            << progress << " latest " << latest.value_or("-") << "\n";
+  std::cout << "complete " << complete << " incomplete " << incomplete << " stray files " << stray << " newest "
+            << newest << " progress " << progress << " latest " << latest.value_or("-") << "\n";
   if (newest < progress) {
     std::cout << "FAIL: the newest complete checkpoint is step " << newest << " but step " << progress
               << " had returned\n";

@@ -63,8 +63,8 @@ MatrixResult run_redistribution_matrix(const CommunicatorPtr& world, const Matri
   for (const auto& sizes : options.meshes) {
     DeviceMesh mesh = DeviceMesh::create(world, options.device, sizes);
     for (const Shape& shape : options.shapes) {
-      std::vector<ShardingSpec> specs = candidate_specs(int64_t(shape.size()), mesh.ndim(), options.nested_orders,
-                                                        options.all_partial_ops);
+      std::vector<ShardingSpec> specs =
+          candidate_specs(int64_t(shape.size()), mesh.ndim(), options.nested_orders, options.all_partial_ops);
       for (DType dtype : options.dtypes) {
         Tensor full = case_tensor(shape, dtype, seed++);
         const Tensor full_on_device = full.to(options.device);
@@ -85,8 +85,7 @@ MatrixResult run_redistribution_matrix(const CommunicatorPtr& world, const Matri
               continue;
             }
             try {
-              const Plan& plan =
-                  plan_redistribution(mesh.shape(), shape, dtype_size(dtype), x.spec(), dst);
+              const Plan& plan = plan_redistribution(mesh.shape(), shape, dtype_size(dtype), x.spec(), dst);
               CommCounter counter(mesh);
               DTensor y = x.redistribute(dst);
               // The collectives issued are exactly the plan's collective steps, on their mesh dims.

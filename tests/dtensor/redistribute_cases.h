@@ -29,8 +29,8 @@ struct MatrixOptions {
 };
 
 struct MatrixResult {
-  int64_t cases = 0;          // redistributions executed and checked
-  int64_t unsupported = 0;    // pairs rejected as unsupported (checked to be exactly the documented ones)
+  int64_t cases = 0;        // redistributions executed and checked
+  int64_t unsupported = 0;  // pairs rejected as unsupported (checked to be exactly the documented ones)
   std::vector<std::string> failures;
 };
 

@@ -36,8 +36,8 @@ int main() {
     for (const std::string& f : r.failures) check(false, f);
     check(r.cases > 50, "too few cases ran: " + std::to_string(r.cases));
     if (world->rank() == 0)
-      std::printf("%lld redistributions checked on %d processes, %lld unsupported pairs rejected\n",
-                  (long long)r.cases, n, (long long)r.unsupported);
+      std::printf("%lld redistributions checked on %d processes, %lld unsupported pairs rejected\n", (long long)r.cases,
+                  n, (long long)r.unsupported);
 
     // A mesh that differs on one rank: every rank gets an error naming the rank(s) that differ.
     try {

@@ -41,8 +41,8 @@ void run_matrix(int world_size, const MatrixOptions& options, int64_t min_cases,
       thread_options);
   for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
   EXPECT_TRUE(failures.empty());
-  std::printf("%d ranks: %lld redistributions checked, %lld unsupported pairs rejected\n", world_size,
-              (long long)cases, (long long)unsupported);
+  std::printf("%d ranks: %lld redistributions checked, %lld unsupported pairs rejected\n", world_size, (long long)cases,
+              (long long)unsupported);
   EXPECT_GE(cases, min_cases);
   EXPECT_GT(unsupported, 0);
 }
@@ -161,14 +161,18 @@ TEST(Redistribute, CrossMeshToSubMeshAndBack) {
       std::lock_guard<std::mutex> lock(mu);
       failures.push_back("rank " + std::to_string(world->rank()) + ": " + what);
     };
-    for (auto src : {std::vector<Placement>{Shard{0}, Shard{1}}, {Replicate{}, Shard{0}}, {Partial{}, Shard{1}},
+    for (auto src : {std::vector<Placement>{Shard{0}, Shard{1}},
+                     {Replicate{}, Shard{0}},
+                     {Partial{}, Shard{1}},
                      {Shard{1}, Partial{ReduceOp::kMax}}}) {
       for (auto dst : {std::vector<Placement>{Shard{0}}, {Shard{1}}, {Replicate{}}, {Partial{}}}) {
         DTensor x = distribute_tensor(full, big, src);
         DTensor y = x.redistribute(small, dst);
         check(y.mesh() == small, "result is on the target mesh");
-        if (small.is_member()) check(equal(y.full_tensor(), full), to_string(src) + " -> small " + to_string(dst));
-        else check(y.to_local().numel() == 0, "non-member holds nothing");
+        if (small.is_member())
+          check(equal(y.full_tensor(), full), to_string(src) + " -> small " + to_string(dst));
+        else
+          check(y.to_local().numel() == 0, "non-member holds nothing");
         DTensor z = y.redistribute(big, {Shard{1}, Replicate{}});
         check(equal(z.full_tensor(), full), "back to the 2x2 mesh from " + to_string(dst));
       }

@@ -1,6 +1,8 @@
 // Training checkpoints across layouts (issue: FSDP on 4 ranks -> FSDP + TP on 2x2 -> one process, bit-exact for the
 // model and the AdamW state), resuming equal to training on, async saves during training, strict and non-strict
 // loads of model-only and full checkpoints, and weights exported to safetensors loaded into another layout.
+#include "nn/checkpoint.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -14,7 +16,6 @@
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/reduction.h"
 #include "nn/autograd.h"
-#include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
 #include "nn/parallel.h"
@@ -123,19 +124,20 @@ TEST(FsdpCheckpoint, Fsdp4ToFsdpTp2x2ToOneProcessIsBitExact) {
   Snapshot trained;
   std::vector<std::pair<std::string, Tensor>> after_third;
   std::mutex mu;
-  const Snapshot continued = with_model({.dp = 4, .fsdp = true}, 5, [&](nn::Gpt& m, nn::AdamW& opt, const DeviceMesh& mesh, Snapshot& s) {
-    for (int64_t step = 0; step < 2; ++step) s.losses.push_back(train_step(m, opt, mesh, step));
-    nn::save_checkpoint(a, m, &opt, {{"step", int64_t(2)}});
-    const nn::TrainingState st = nn::training_state(m, &opt);
-    std::vector<std::pair<std::string, Tensor>> full;
-    for (const auto& [name, t] : st.tensors) full.emplace_back(name, t.full_tensor());
-    if (mesh.global_rank() == 0) {
-      std::lock_guard<std::mutex> lock(mu);
-      trained.tensors = std::move(full);
-      trained.scalars = st.metadata;
-    }
-    s.losses.push_back(train_step(m, opt, mesh, 2));
-  });
+  const Snapshot continued =
+      with_model({.dp = 4, .fsdp = true}, 5, [&](nn::Gpt& m, nn::AdamW& opt, const DeviceMesh& mesh, Snapshot& s) {
+        for (int64_t step = 0; step < 2; ++step) s.losses.push_back(train_step(m, opt, mesh, step));
+        nn::save_checkpoint(a, m, &opt, {{"step", int64_t(2)}});
+        const nn::TrainingState st = nn::training_state(m, &opt);
+        std::vector<std::pair<std::string, Tensor>> full;
+        for (const auto& [name, t] : st.tensors) full.emplace_back(name, t.full_tensor());
+        if (mesh.global_rank() == 0) {
+          std::lock_guard<std::mutex> lock(mu);
+          trained.tensors = std::move(full);
+          trained.scalars = st.metadata;
+        }
+        s.losses.push_back(train_step(m, opt, mesh, 2));
+      });
   ASSERT_FALSE(trained.tensors.empty());
   int64_t moments = 0;
   for (const auto& [name, t] : trained.tensors) {
@@ -144,19 +146,21 @@ TEST(FsdpCheckpoint, Fsdp4ToFsdpTp2x2ToOneProcessIsBitExact) {
         name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
       continue;
     const std::string param = "model." + name.substr(12, name.size() - 12 - tail.size());
-    EXPECT_TRUE(std::any_of(trained.tensors.begin(), trained.tensors.end(), [&](const auto& x) { return x.first == param; }))
-        << name;
+    EXPECT_TRUE(std::any_of(trained.tensors.begin(), trained.tensors.end(), [&](const auto& x) {
+      return x.first == param;
+    })) << name;
     ++moments;
   }
   EXPECT_GE(moments, 10) << "every parameter's AdamW state is in the checkpoint";
 
   // FSDP + TP on 2x2, initialised differently, loads it: every tensor bit for bit; then saves from this layout.
-  const Snapshot on_2x2 = with_model({.dp = 2, .tp = 2, .fsdp = true}, 77, [&](nn::Gpt& m, nn::AdamW& opt, const DeviceMesh&, Snapshot&) {
-    const checkpoint::LoadResult r = nn::load_checkpoint(a, m, &opt);
-    EXPECT_EQ(std::get<int64_t>(r.metadata.at("step")), 2);
-    EXPECT_EQ(opt.steps(), 2);
-    nn::save_checkpoint(b, m, &opt, {{"step", int64_t(2)}});
-  });
+  const Snapshot on_2x2 =
+      with_model({.dp = 2, .tp = 2, .fsdp = true}, 77, [&](nn::Gpt& m, nn::AdamW& opt, const DeviceMesh&, Snapshot&) {
+        const checkpoint::LoadResult r = nn::load_checkpoint(a, m, &opt);
+        EXPECT_EQ(std::get<int64_t>(r.metadata.at("step")), 2);
+        EXPECT_EQ(opt.steps(), 2);
+        nn::save_checkpoint(b, m, &opt, {{"step", int64_t(2)}});
+      });
   expect_same_state(on_2x2, trained, "FSDP 4 -> FSDP + TP 2x2");
 
   // One process loads the 2x2 checkpoint: bit for bit again, and its next step equals the 4-rank run's.
@@ -213,7 +217,8 @@ TEST(FsdpCheckpoint, AsyncSaveDuringTrainingModelOnlyAndSafetensors) {
       nn::load_checkpoint(model_dir, m, &opt);
       ADD_FAILURE() << "strict load of a model-only checkpoint into model + optimizer";
     } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("missing from the checkpoint: 'optim.state."), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("missing from the checkpoint: 'optim.state."), std::string::npos)
+          << e.what();
     }
     const checkpoint::LoadResult r = nn::load_checkpoint(model_dir, m, &opt, {.strict = false});
     EXPECT_EQ(r.missing.size(), 2 * m.parameters().size()) << "both moments of every parameter reported";

@@ -151,9 +151,9 @@ void check_reduction(const DeviceMesh& mesh, const fsdp::FsdpOptions& options, d
 
 TEST_P(FsdpGather, ReduceScatterAveragesOrSumsUnevenGradients) {
   on_threads(3, GetParam(), [](const DeviceMesh& mesh) {
-    check_reduction(mesh, {}, 3.0);                                    // the default: the average
-    check_reduction(mesh, {.gradient_divide_factor = 1.0}, 1.0);       // the sum
-    check_reduction(mesh, {.gradient_divide_factor = 6.0}, 6.0);       // any factor
+    check_reduction(mesh, {}, 3.0);                               // the default: the average
+    check_reduction(mesh, {.gradient_divide_factor = 1.0}, 1.0);  // the sum
+    check_reduction(mesh, {.gradient_divide_factor = 6.0}, 6.0);  // any factor
   });
 }
 

@@ -2,6 +2,8 @@
 // (losses and final parameters), with parameters whose dim 0 does not divide by the data-parallel size;
 // accumulation without sync equals one big batch; mixed precision follows the f32 run; prefetch order and the
 // bound on gathered groups; bad input.
+#include "fsdp/fully_shard.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include "collectives/thread/thread_comm.h"
 #include "core/splitmix.h"
 #include "dtensor/comm_counter.h"
-#include "fsdp/fully_shard.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/reduction.h"
 #include "nn/autograd.h"
@@ -35,7 +36,7 @@ struct Config {
 
 struct Trained {
   std::vector<double> losses;
-  int64_t reduce_scatters = 0;  // issued by rank 0 over the run
+  int64_t reduce_scatters = 0;                         // issued by rank 0 over the run
   std::vector<std::pair<std::string, Tensor>> params;  // full values after training
 };
 
@@ -58,8 +59,8 @@ Trained train(const Config& s, int64_t steps, const std::function<void(nn::Modul
     std::optional<fsdp::FsdpModule> root;
     if (s.fsdp) {
       fsdp::FsdpOptions o = s.options;
-      if (o.mesh_dims.empty()) o.mesh_dims = s.rep > 1 ? std::vector<std::string>{"rep", "shard"}
-                                                       : std::vector<std::string>{"shard"};
+      if (o.mesh_dims.empty())
+        o.mesh_dims = s.rep > 1 ? std::vector<std::string>{"rep", "shard"} : std::vector<std::string>{"shard"};
       if (!o.gradient_divide_factor) o.gradient_divide_factor = 1.0;
       for (auto& block : model->layers) fsdp::fully_shard(block, mesh, o);
       root = fsdp::fully_shard(model, mesh, o);
@@ -108,8 +109,7 @@ void expect_matches(const Trained& got, const Trained& want, const std::string& 
   for (size_t i = 0; i < want.losses.size(); ++i) {
     const double rel = std::abs(got.losses[i] - want.losses[i]) / std::abs(want.losses[i]);
     worst = std::max(worst, rel);
-    EXPECT_LE(rel, rtol) << label << " step " << i << ": loss " << got.losses[i] << ", one process "
-                         << want.losses[i];
+    EXPECT_LE(rel, rtol) << label << " step " << i << ": loss " << got.losses[i] << ", one process " << want.losses[i];
   }
   ASSERT_EQ(got.params.size(), want.params.size()) << label;
   double worst_param = 0, worst_entry = 0;
@@ -127,9 +127,10 @@ void expect_matches(const Trained& got, const Trained& want, const std::string& 
     EXPECT_LE(rel, rtol) << label << " parameter " << want.params[i].first;
     worst_entry = std::max(worst_entry, max_abs_diff(g, w));
   }
-  std::printf("  %s: loss %.5f -> %.5f; largest relative difference to one process: losses %.1e, parameters %.1e "
-              "(largest entry difference %.1e)\n",
-              label.c_str(), got.losses.front(), got.losses.back(), worst, worst_param, worst_entry);
+  std::printf(
+      "  %s: loss %.5f -> %.5f; largest relative difference to one process: losses %.1e, parameters %.1e "
+      "(largest entry difference %.1e)\n",
+      label.c_str(), got.losses.front(), got.losses.back(), worst, worst_param, worst_entry);
 }
 
 const Trained& reference() {

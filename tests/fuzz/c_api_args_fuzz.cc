@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int64_t mesh_sizes[4] = {1, 1, 1, 1}, shape[8] = {0}, coord[4] = {0};
   for (int32_t m = 0; m < mesh_ndim && pos < size; ++m) mesh_sizes[m] = 1 + data[pos++] % 6;
   for (int32_t d = 0; d < 8 && pos < size; ++d) shape[d] = data[pos++] % 40;
-  for (int32_t m = 0; m < mesh_ndim && pos < size; ++m) coord[m] = data[pos++] % (mesh_sizes[m] + 1);  // may be out of range
+  for (int32_t m = 0; m < mesh_ndim && pos < size; ++m)
+    coord[m] = data[pos++] % (mesh_sizes[m] + 1);  // may be out of range
   const std::string text(reinterpret_cast<const char*>(data + pos), size - pos);
 
   dt_placement_t ps[16];

@@ -74,7 +74,7 @@ double scalar(const Variable& v) { return v.full_tensor().to(DType::f64).data<do
 }  // namespace
 
 int64_t check_finite_differences(const std::string& name, const std::vector<GradInput>& inputs, const GradFn& fn,
-                                  Failures& failures, double tol) {
+                                 Failures& failures, double tol) {
   int64_t checked = 0;
   op_test::on_mesh({1}, [&](const DeviceMesh& mesh) {
     std::vector<Tensor> values;
@@ -132,8 +132,9 @@ void check_distributed(const std::string& name, const std::vector<GradInput>& in
       size_t rounds = 1;
       for (const GradInput& in : inputs) {
         std::vector<ShardingSpec> s =
-            in.shard ? op_test::specs_for(int64_t(in.shape.size()), mesh.ndim(), {})
-                     : std::vector<ShardingSpec>{ShardingSpec(std::vector<Placement>(size_t(mesh.ndim()), Replicate{}))};
+            in.shard
+                ? op_test::specs_for(int64_t(in.shape.size()), mesh.ndim(), {})
+                : std::vector<ShardingSpec>{ShardingSpec(std::vector<Placement>(size_t(mesh.ndim()), Replicate{}))};
         rounds = std::max(rounds, s.size());
         specs.push_back(std::move(s));
       }

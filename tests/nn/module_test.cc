@@ -35,8 +35,8 @@ TEST(NnModule, GptNamesAreTorchtitans) {
   for (int i = 0; i < 2; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     for (const char* n : {"attention_norm.weight", "attention.wq.weight", "attention.wk.weight", "attention.wv.weight",
-                          "attention.wo.weight", "ffn_norm.weight", "feed_forward.w1.weight",
-                          "feed_forward.w2.weight", "feed_forward.w3.weight"})
+                          "attention.wo.weight", "ffn_norm.weight", "feed_forward.w1.weight", "feed_forward.w2.weight",
+                          "feed_forward.w3.weight"})
       want.push_back(p + n);
   }
   want.push_back("norm.weight");
@@ -75,7 +75,8 @@ TEST(NnModule, InitializationDoesNotDependOnTheMesh) {
       auto ps = m->named_parameters();
       ASSERT_EQ(ps.size(), ref.size());
       for (size_t i = 0; i < ps.size(); ++i) {
-        if (!equal(ps[i].second.full_tensor(), ref[i].second)) f.add(ps[i].first + " differs on tp " + std::to_string(tp));
+        if (!equal(ps[i].second.full_tensor(), ref[i].second))
+          f.add(ps[i].first + " differs on tp " + std::to_string(tp));
         f.add_cases(1);
       }
       EXPECT_TRUE(is_shard(m->get_parameter("layers.0.attention.wq.weight").placements()[0], 0));
@@ -144,9 +145,9 @@ TEST(NnModule, HookOrder) {
     Variable y = (*b)((*a)(x));
     y.grad_fn()->add_pre_hook([&] { nn::queue_callback([&] { log.push_back("end of backward"); }); });
     nn::sum(y).backward();
-    const std::vector<std::string> want{"a pre-forward",    "a forward",   "b pre-forward",     "b forward",
-                                        "b pre-backward",   "b weight grad ready", "b backward", "a pre-backward",
-                                        "a weight grad ready", "end of backward", "a backward"};
+    const std::vector<std::string> want{"a pre-forward",       "a forward",           "b pre-forward", "b forward",
+                                        "b pre-backward",      "b weight grad ready", "b backward",    "a pre-backward",
+                                        "a weight grad ready", "end of backward",     "a backward"};
     // a's input needs no gradient: its backward hooks run from an end-of-backward callback, queued (by its
     // pre-backward hook) after the one this test queued first.
     EXPECT_EQ(log, want);

@@ -18,75 +18,131 @@ using V = std::vector<Variable>;
 
 TEST(NnGrad, Pointwise) {
   Failures f;
-  check_op("add broadcast", {{{5, 3}}, {{3}}}, [](const V& x) { return nn::add(x[0], x[1]); }, f);
-  check_op("sub broadcast", {{{5, 1}}, {{5, 3}}}, [](const V& x) { return nn::sub(x[0], x[1]); }, f);
-  check_op("mul", {{{2, 5}}, {{2, 5}}}, [](const V& x) { return nn::mul(x[0], x[1]); }, f);
-  check_op("div", {{{5, 3}}, {{5, 3}, 0.5, 2}}, [](const V& x) { return nn::div(x[0], x[1]); }, f);
-  check_op("pow", {{{3, 4}, 0.5, 2}, {{4}, -1, 2}}, [](const V& x) { return nn::pow(x[0], x[1]); }, f);
-  check_op("maximum", {{{5, 3}}, {{5, 3}}}, [](const V& x) { return nn::maximum(x[0], x[1]); }, f);
-  check_op("minimum", {{{5, 3}}, {{3}}}, [](const V& x) { return nn::minimum(x[0], x[1]); }, f);
-  check_op("scalar ops", {{{5, 3}}}, [](const V& x) {
-    return nn::div(nn::mul(nn::rsub(nn::sub(nn::add(x[0], 1.5), 0.25), 2.0), -3.0), 4.0);
-  }, f);
-  check_op("pow scalar", {{{5, 3}, 0.5, 2}}, [](const V& x) { return nn::pow(x[0], 2.5); }, f);
+  check_op(
+      "add broadcast", {{{5, 3}}, {{3}}}, [](const V& x) { return nn::add(x[0], x[1]); }, f);
+  check_op(
+      "sub broadcast", {{{5, 1}}, {{5, 3}}}, [](const V& x) { return nn::sub(x[0], x[1]); }, f);
+  check_op(
+      "mul", {{{2, 5}}, {{2, 5}}}, [](const V& x) { return nn::mul(x[0], x[1]); }, f);
+  check_op(
+      "div", {{{5, 3}}, {{5, 3}, 0.5, 2}}, [](const V& x) { return nn::div(x[0], x[1]); }, f);
+  check_op(
+      "pow", {{{3, 4}, 0.5, 2}, {{4}, -1, 2}}, [](const V& x) { return nn::pow(x[0], x[1]); }, f);
+  check_op(
+      "maximum", {{{5, 3}}, {{5, 3}}}, [](const V& x) { return nn::maximum(x[0], x[1]); }, f);
+  check_op(
+      "minimum", {{{5, 3}}, {{3}}}, [](const V& x) { return nn::minimum(x[0], x[1]); }, f);
+  check_op(
+      "scalar ops", {{{5, 3}}},
+      [](const V& x) { return nn::div(nn::mul(nn::rsub(nn::sub(nn::add(x[0], 1.5), 0.25), 2.0), -3.0), 4.0); }, f);
+  check_op(
+      "pow scalar", {{{5, 3}, 0.5, 2}}, [](const V& x) { return nn::pow(x[0], 2.5); }, f);
   f.report(100);
 }
 
 TEST(NnGrad, Unary) {
   Failures f;
-  check_op("neg", {{{5, 3}}}, [](const V& x) { return nn::neg(x[0]); }, f);
-  check_op("abs", {{{5, 3}, 0.1, 2}}, [](const V& x) { return nn::abs(nn::neg(x[0])); }, f);
-  check_op("relu", {{{5, 3}}}, [](const V& x) { return nn::relu(x[0]); }, f);
-  check_op("exp", {{{5, 3}}}, [](const V& x) { return nn::exp(x[0]); }, f);
-  check_op("log", {{{5, 3}, 0.5, 3}}, [](const V& x) { return nn::log(x[0]); }, f);
-  check_op("sqrt", {{{5, 3}, 0.5, 3}}, [](const V& x) { return nn::sqrt(x[0]); }, f);
-  check_op("rsqrt", {{{5, 3}, 0.5, 3}}, [](const V& x) { return nn::rsqrt(x[0]); }, f);
-  check_op("tanh", {{{5, 3}}}, [](const V& x) { return nn::tanh(x[0]); }, f);
-  check_op("sigmoid", {{{5, 3}}}, [](const V& x) { return nn::sigmoid(x[0]); }, f);
-  check_op("silu", {{{5, 3}}}, [](const V& x) { return nn::silu(x[0]); }, f);
-  check_op("gelu", {{{5, 3}}}, [](const V& x) { return nn::gelu(x[0]); }, f);
-  check_op("gelu tanh", {{{5, 3}}}, [](const V& x) { return nn::gelu(x[0], GeluApprox::kTanh); }, f);
+  check_op(
+      "neg", {{{5, 3}}}, [](const V& x) { return nn::neg(x[0]); }, f);
+  check_op(
+      "abs", {{{5, 3}, 0.1, 2}}, [](const V& x) { return nn::abs(nn::neg(x[0])); }, f);
+  check_op(
+      "relu", {{{5, 3}}}, [](const V& x) { return nn::relu(x[0]); }, f);
+  check_op(
+      "exp", {{{5, 3}}}, [](const V& x) { return nn::exp(x[0]); }, f);
+  check_op(
+      "log", {{{5, 3}, 0.5, 3}}, [](const V& x) { return nn::log(x[0]); }, f);
+  check_op(
+      "sqrt", {{{5, 3}, 0.5, 3}}, [](const V& x) { return nn::sqrt(x[0]); }, f);
+  check_op(
+      "rsqrt", {{{5, 3}, 0.5, 3}}, [](const V& x) { return nn::rsqrt(x[0]); }, f);
+  check_op(
+      "tanh", {{{5, 3}}}, [](const V& x) { return nn::tanh(x[0]); }, f);
+  check_op(
+      "sigmoid", {{{5, 3}}}, [](const V& x) { return nn::sigmoid(x[0]); }, f);
+  check_op(
+      "silu", {{{5, 3}}}, [](const V& x) { return nn::silu(x[0]); }, f);
+  check_op(
+      "gelu", {{{5, 3}}}, [](const V& x) { return nn::gelu(x[0]); }, f);
+  check_op(
+      "gelu tanh", {{{5, 3}}}, [](const V& x) { return nn::gelu(x[0], GeluApprox::kTanh); }, f);
   f.report(100);
 }
 
 TEST(NnGrad, MaskedAndWhere) {
   Failures f;
   auto mask = [](const Variable& like) { return dt::gt(like.data(), 0.3); };
-  check_op("masked_fill", {{{5, 3}}, {{5, 3}, -1, 1, false}},
-           [&](const V& x) { return nn::masked_fill(x[0], mask(x[1]), 7.0); }, f);
-  check_op("where", {{{5, 3}}, {{3}}, {{5, 3}, -1, 1, false}},
-           [&](const V& x) { return nn::where(mask(x[2]), x[0], x[1]); }, f);
+  check_op(
+      "masked_fill", {{{5, 3}}, {{5, 3}, -1, 1, false}},
+      [&](const V& x) { return nn::masked_fill(x[0], mask(x[1]), 7.0); }, f);
+  check_op(
+      "where", {{{5, 3}}, {{3}}, {{5, 3}, -1, 1, false}}, [&](const V& x) { return nn::where(mask(x[2]), x[0], x[1]); },
+      f);
   f.report(50);
 }
 
 TEST(NnGrad, MatrixProducts) {
   Failures f;
-  check_op("matmul 2d", {{{5, 3}}, {{3, 4}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
-  check_op("matmul batched", {{{2, 3, 4}}, {{4, 5}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
-  check_op("matmul 4d", {{{2, 3, 4, 2}}, {{2, 3, 2, 3}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
-  check_op("matmul vec", {{{3}}, {{3, 4}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
-  check_op("matmul mat-vec", {{{5, 3}}, {{3}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
-  check_op("linear", {{{5, 3}}, {{4, 3}}, {{4}}}, [](const V& x) { return nn::linear(x[0], x[1], x[2]); }, f);
-  check_op("linear 3d no bias", {{{2, 3, 4}}, {{5, 4}}}, [](const V& x) { return nn::linear(x[0], x[1]); }, f);
+  check_op(
+      "matmul 2d", {{{5, 3}}, {{3, 4}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
+  check_op(
+      "matmul batched", {{{2, 3, 4}}, {{4, 5}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
+  check_op(
+      "matmul 4d", {{{2, 3, 4, 2}}, {{2, 3, 2, 3}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
+  check_op(
+      "matmul vec", {{{3}}, {{3, 4}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
+  check_op(
+      "matmul mat-vec", {{{5, 3}}, {{3}}}, [](const V& x) { return nn::matmul(x[0], x[1]); }, f);
+  check_op(
+      "linear", {{{5, 3}}, {{4, 3}}, {{4}}}, [](const V& x) { return nn::linear(x[0], x[1], x[2]); }, f);
+  check_op(
+      "linear 3d no bias", {{{2, 3, 4}}, {{5, 4}}}, [](const V& x) { return nn::linear(x[0], x[1]); }, f);
   f.report(100);
 }
 
 TEST(NnGrad, Views) {
   Failures f;
-  check_op("reshape", {{{6, 4}}}, [](const V& x) { return nn::reshape(x[0], {3, 8}); }, f);
-  check_op("flatten/unflatten", {{{2, 3, 4}}},
-           [](const V& x) { return nn::unflatten(nn::flatten(x[0], 1, 2), 1, {4, 3}); }, f);
-  check_op("transpose", {{{5, 3}}}, [](const V& x) { return nn::transpose(x[0], 0, 1); }, f);
-  check_op("permute", {{{2, 3, 4}}}, [](const V& x) { return nn::permute(x[0], {2, 0, 1}); }, f);
-  check_op("unsqueeze/squeeze", {{{5, 3}}}, [](const V& x) { return nn::squeeze(nn::unsqueeze(x[0], 1), 1); }, f);
-  check_op("narrow", {{{5, 6}}}, [](const V& x) { return nn::narrow(x[0], 1, 1, 3); }, f);
-  check_op("cat", {{{5, 3}}, {{5, 2}}}, [](const V& x) { return nn::cat({x[0], x[1]}, 1); }, f);
-  check_op("split", {{{5, 3}}}, [](const V& x) {
-    V parts = nn::split(x[0], {2, 3}, 0);
-    return nn::mul(parts[1], 2.0);  // parts[0] unused: its gradient is zero
-  }, f);
-  check_op("tril", {{{4, 5}}}, [](const V& x) { return nn::tril(x[0], 1); }, f);
-  check_op("triu", {{{4, 5}}}, [](const V& x) { return nn::triu(x[0]); }, f);
+  check_op(
+      "reshape", {{{6, 4}}},
+      [](const V& x) {
+        return nn::reshape(x[0], {3, 8});
+      },
+      f);
+  check_op(
+      "flatten/unflatten", {{{2, 3, 4}}},
+      [](const V& x) {
+        return nn::unflatten(nn::flatten(x[0], 1, 2), 1, {4, 3});
+      },
+      f);
+  check_op(
+      "transpose", {{{5, 3}}}, [](const V& x) { return nn::transpose(x[0], 0, 1); }, f);
+  check_op(
+      "permute", {{{2, 3, 4}}},
+      [](const V& x) {
+        return nn::permute(x[0], {2, 0, 1});
+      },
+      f);
+  check_op(
+      "unsqueeze/squeeze", {{{5, 3}}}, [](const V& x) { return nn::squeeze(nn::unsqueeze(x[0], 1), 1); }, f);
+  check_op(
+      "narrow", {{{5, 6}}}, [](const V& x) { return nn::narrow(x[0], 1, 1, 3); }, f);
+  check_op(
+      "cat", {{{5, 3}}, {{5, 2}}},
+      [](const V& x) {
+        return nn::cat({x[0], x[1]}, 1);
+      },
+      f);
+  check_op(
+      "split", {{{5, 3}}},
+      [](const V& x) {
+        V parts = nn::split(x[0], {2, 3}, 0);
+        return nn::mul(parts[1], 2.0);  // parts[0] unused: its gradient is zero
+      },
+      f);
+  check_op(
+      "tril", {{{4, 5}}}, [](const V& x) { return nn::tril(x[0], 1); }, f);
+  check_op(
+      "triu", {{{4, 5}}}, [](const V& x) { return nn::triu(x[0]); }, f);
   f.report(100);
 }
 
@@ -199,12 +255,22 @@ TEST(NnGrad, Dropout) {
 
 TEST(NnGrad, Reductions) {
   Failures f;
-  check_op("sum all", {{{5, 3}}}, [](const V& x) { return nn::sum(x[0]); }, f);
-  check_op("sum dim", {{{5, 3}}}, [](const V& x) { return nn::sum(x[0], {0}); }, f);
-  check_op("sum keepdim", {{{2, 3, 4}}}, [](const V& x) { return nn::sum(x[0], {0, 2}, true); }, f);
-  check_op("mean", {{{5, 3}}}, [](const V& x) { return nn::mean(x[0], {1}); }, f);
-  check_op("amax", {{{5, 3}}}, [](const V& x) { return nn::amax(x[0], {1}); }, f);
-  check_op("amin all", {{{5, 3}}}, [](const V& x) { return nn::amin(x[0]); }, f);
+  check_op(
+      "sum all", {{{5, 3}}}, [](const V& x) { return nn::sum(x[0]); }, f);
+  check_op(
+      "sum dim", {{{5, 3}}}, [](const V& x) { return nn::sum(x[0], {0}); }, f);
+  check_op(
+      "sum keepdim", {{{2, 3, 4}}},
+      [](const V& x) {
+        return nn::sum(x[0], {0, 2}, true);
+      },
+      f);
+  check_op(
+      "mean", {{{5, 3}}}, [](const V& x) { return nn::mean(x[0], {1}); }, f);
+  check_op(
+      "amax", {{{5, 3}}}, [](const V& x) { return nn::amax(x[0], {1}); }, f);
+  check_op(
+      "amin all", {{{5, 3}}}, [](const V& x) { return nn::amin(x[0]); }, f);
   f.report(60);
 }
 
@@ -212,8 +278,8 @@ TEST(NnGrad, Reductions) {
 // included (each rank builds only its block).
 TEST(NnGrad, ReductionBackwardKeepsTheInputLayout) {
   op_test::on_mesh({2, 2}, [&](const DeviceMesh& mesh) {
-    const std::vector<std::vector<Placement>> layouts{{Shard{0}, Shard{1}}, {Shard{1}, Replicate{}},
-                                                      {Replicate{}, Shard{0}}};
+    const std::vector<std::vector<Placement>> layouts{
+        {Shard{0}, Shard{1}}, {Shard{1}, Replicate{}}, {Replicate{}, Shard{0}}};
     for (const auto& layout : layouts) {
       for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{0}, {1}, {0, 1}}) {
         for (bool is_mean : {false, true}) {
@@ -245,12 +311,16 @@ TEST(NnGrad, ReductionBackwardKeepsTheInputLayout) {
 
 TEST(NnGrad, NetworkFunctions) {
   Failures f;
-  check_op("softmax", {{{5, 3}}}, [](const V& x) { return nn::softmax(x[0], -1); }, f);
-  check_op("log_softmax dim 0", {{{5, 3}}}, [](const V& x) { return nn::log_softmax(x[0], 0); }, f);
-  check_op("layer_norm", {{{5, 4}}, {{4}}, {{4}}},
-           [](const V& x) { return nn::layer_norm(x[0], {4}, x[1], x[2]); }, f);
-  check_op("layer_norm no affine", {{{2, 3, 4}}}, [](const V& x) { return nn::layer_norm(x[0], {4}); }, f);
-  check_op("rms_norm", {{{2, 3, 4}}, {{4}}}, [](const V& x) { return nn::rms_norm(x[0], {4}, x[1]); }, f);
+  check_op(
+      "softmax", {{{5, 3}}}, [](const V& x) { return nn::softmax(x[0], -1); }, f);
+  check_op(
+      "log_softmax dim 0", {{{5, 3}}}, [](const V& x) { return nn::log_softmax(x[0], 0); }, f);
+  check_op(
+      "layer_norm", {{{5, 4}}, {{4}}, {{4}}}, [](const V& x) { return nn::layer_norm(x[0], {4}, x[1], x[2]); }, f);
+  check_op(
+      "layer_norm no affine", {{{2, 3, 4}}}, [](const V& x) { return nn::layer_norm(x[0], {4}); }, f);
+  check_op(
+      "rms_norm", {{{2, 3, 4}}, {{4}}}, [](const V& x) { return nn::rms_norm(x[0], {4}, x[1]); }, f);
   f.report(60);
 }
 
@@ -260,25 +330,31 @@ TEST(NnGrad, EmbeddingAndLoss) {
     return dt::to(dt::mul(dt::add(like.data(), 2.0), double(n) / 4.0 - 1e-9), DType::i64);
   };
   // ids are drawn in [0, n) from an input that is not differentiable.
-  check_op("embedding", {{{7, 3}}, {{2, 5}, -2, 2, false}},
-           [&](const V& x) { return nn::embedding(ids_of(x[1], 7), x[0]); }, f);
+  check_op(
+      "embedding", {{{7, 3}}, {{2, 5}, -2, 2, false}}, [&](const V& x) { return nn::embedding(ids_of(x[1], 7), x[0]); },
+      f);
   for (auto red : {LossReduction::kMean, LossReduction::kSum, LossReduction::kNone})
-    check_op("cross_entropy " + std::to_string(int(red)), {{{6, 5}}, {{6}, -2, 2, false}},
-             [&](const V& x) { return nn::cross_entropy(x[0], ids_of(x[1], 5), -100, red); }, f);
-  check_op("cross_entropy ignore", {{{2, 3, 5}}, {{2, 3}, -2, 2, false}}, [&](const V& x) {
-    return nn::cross_entropy(x[0], ids_of(x[1], 5), /*ignore_index=*/2);
-  }, f);
+    check_op(
+        "cross_entropy " + std::to_string(int(red)), {{{6, 5}}, {{6}, -2, 2, false}},
+        [&](const V& x) { return nn::cross_entropy(x[0], ids_of(x[1], 5), -100, red); }, f);
+  check_op(
+      "cross_entropy ignore", {{{2, 3, 5}}, {{2, 3}, -2, 2, false}},
+      [&](const V& x) { return nn::cross_entropy(x[0], ids_of(x[1], 5), /*ignore_index=*/2); }, f);
   f.report(100);
 }
 
 TEST(NnGrad, AttentionAndRope) {
   Failures f;
-  check_op("sdpa causal", {{{2, 2, 4, 2}}, {{2, 2, 4, 2}}, {{2, 2, 4, 2}}},
-           [](const V& x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2]); }, f);
-  check_op("rope", {{{2, 3, 4}}}, [](const V& x) {
-    nn::RopeTables t = nn::rope_tables(3, 4, 10000.0, x[0].mesh(), DType::f64);
-    return nn::apply_rope(x[0], t.cos, t.sin);
-  }, f);
+  check_op(
+      "sdpa causal", {{{2, 2, 4, 2}}, {{2, 2, 4, 2}}, {{2, 2, 4, 2}}},
+      [](const V& x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2]); }, f);
+  check_op(
+      "rope", {{{2, 3, 4}}},
+      [](const V& x) {
+        nn::RopeTables t = nn::rope_tables(3, 4, 10000.0, x[0].mesh(), DType::f64);
+        return nn::apply_rope(x[0], t.cos, t.sin);
+      },
+      f);
   f.report(60);
 }
 
@@ -288,14 +364,20 @@ TEST(NnGrad, Redistribute) {
     (void)mesh_shape;
   }
   // The gradient of a redistribution goes back to the input's placements, whatever the target.
-  nn_test::check_distributed("redistribute to Shard(1)", {{{5, 3}}}, [](const V& x) {
-    std::vector<Placement> p(size_t(x[0].mesh().ndim()), Shard{1});
-    return nn::redistribute(x[0], p);
-  }, f);
-  nn_test::check_distributed("redistribute to Replicate", {{{5, 3}}}, [](const V& x) {
-    std::vector<Placement> p(size_t(x[0].mesh().ndim()), Replicate{});
-    return nn::mul(nn::redistribute(x[0], p), 2.0);
-  }, f);
+  nn_test::check_distributed(
+      "redistribute to Shard(1)", {{{5, 3}}},
+      [](const V& x) {
+        std::vector<Placement> p(size_t(x[0].mesh().ndim()), Shard{1});
+        return nn::redistribute(x[0], p);
+      },
+      f);
+  nn_test::check_distributed(
+      "redistribute to Replicate", {{{5, 3}}},
+      [](const V& x) {
+        std::vector<Placement> p(size_t(x[0].mesh().ndim()), Replicate{});
+        return nn::mul(nn::redistribute(x[0], p), 2.0);
+      },
+      f);
   f.report(10);
 }
 

@@ -1,12 +1,13 @@
 // Optimizers on sharded parameters against PyTorch's formulas computed here on full tensors (double), exact
 // global-norm clipping across shards and meshes, and the warmup + cosine schedule.
+#include "nn/optim.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numbers>
 
 #include "nn/autograd.h"
-#include "nn/optim.h"
 #include "tests/nn/grad_test_util.h"
 
 namespace dt {
@@ -88,23 +89,21 @@ void check_optimizer(const char* name, const Options& o, op_test::Failures& f) {
 
 TEST(NnOptim, AdamWMatchesTheFormula) {
   op_test::Failures f;
-  check_optimizer<nn::AdamW, RefAdamW>("AdamW", nn::AdamWOptions{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.9, .eps = 1e-6,
-                                                                  .weight_decay = 0.1},
-                                       f);
+  check_optimizer<nn::AdamW, RefAdamW>(
+      "AdamW", nn::AdamWOptions{.lr = 0.05, .beta1 = 0.8, .beta2 = 0.9, .eps = 1e-6, .weight_decay = 0.1}, f);
   f.report(30);
 }
 
 TEST(NnOptim, SgdMatchesTheFormula) {
   op_test::Failures f;
-  check_optimizer<nn::SGD, RefSgd>("SGD", nn::SgdOptions{.lr = 0.1, .momentum = 0, .dampening = 0,
-                                                          .weight_decay = 0.01, .nesterov = false},
-                                   f);
-  check_optimizer<nn::SGD, RefSgd>("SGD momentum", nn::SgdOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1,
-                                                                   .weight_decay = 0, .nesterov = false},
-                                   f);
-  check_optimizer<nn::SGD, RefSgd>("SGD nesterov", nn::SgdOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0,
-                                                                   .weight_decay = 0.01, .nesterov = true},
-                                   f);
+  check_optimizer<nn::SGD, RefSgd>(
+      "SGD", nn::SgdOptions{.lr = 0.1, .momentum = 0, .dampening = 0, .weight_decay = 0.01, .nesterov = false}, f);
+  check_optimizer<nn::SGD, RefSgd>(
+      "SGD momentum",
+      nn::SgdOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0, .nesterov = false}, f);
+  check_optimizer<nn::SGD, RefSgd>(
+      "SGD nesterov",
+      nn::SgdOptions{.lr = 0.1, .momentum = 0.9, .dampening = 0, .weight_decay = 0.01, .nesterov = true}, f);
   f.report(90);
 }
 

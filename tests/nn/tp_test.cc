@@ -25,8 +25,8 @@ Tensor token_ids(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
 }
 
 // One forward/backward of the GPT on `tp` (1-d) with `rows` of the batch; loss = sum of token losses / total tokens.
-Result run(const nn::GptConfig& cfg, const DeviceMesh& tp, bool parallel, bool sp, const Tensor& tokens,
-           int64_t row0, int64_t rows, int64_t total_tokens) {
+Result run(const nn::GptConfig& cfg, const DeviceMesh& tp, bool parallel, bool sp, const Tensor& tokens, int64_t row0,
+           int64_t rows, int64_t total_tokens) {
   auto m = std::make_shared<nn::Gpt>(cfg);
   if (parallel) nn::parallelize_module(m, tp, nn::gpt_tp_plan(cfg, sp));
   m->materialize(tp, 5);
@@ -40,8 +40,8 @@ Result run(const nn::GptConfig& cfg, const DeviceMesh& tp, bool parallel, bool s
   Result r;
   r.loss = loss.full_tensor().to(DType::f64).data<double>()[0];
   for (auto& [n, p] : m->named_parameters()) {
-    EXPECT_TRUE(p.grad().spec() == p.spec()) << n << ": gradient " << p.grad().spec().to_string() << ", parameter "
-                                             << p.spec().to_string();
+    EXPECT_TRUE(p.grad().spec() == p.spec())
+        << n << ": gradient " << p.grad().spec().to_string() << ", parameter " << p.spec().to_string();
     r.grads.emplace_back(n, p.grad().full_tensor());
   }
   return r;

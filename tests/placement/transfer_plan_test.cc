@@ -35,8 +35,11 @@ bool inside(const Box& inner, const Box& outer) {
 
 TEST(TransferPlan, RegionsTileEveryReceiverOnce) {
   std::mt19937 rng(7);
-  const std::vector<MeshShape> meshes = {MeshShape({4}), MeshShape({2, 2}), MeshShape({2}, {}, {2, 3}),
-                                         MeshShape({3}, {}, {1, 2, 3}), MeshShape({1}, {}, {0}),
+  const std::vector<MeshShape> meshes = {MeshShape({4}),
+                                         MeshShape({2, 2}),
+                                         MeshShape({2}, {}, {2, 3}),
+                                         MeshShape({3}, {}, {1, 2, 3}),
+                                         MeshShape({1}, {}, {0}),
                                          MeshShape({2, 2}, {}, {3, 2, 1, 0})};
   const std::vector<Shape> shapes = {{8, 6}, {5, 3}, {1, 7}, {0, 4}, {9}};
   int64_t cases = 0;
@@ -81,8 +84,7 @@ TEST(TransferPlan, PartialSpecsAreRefused) {
   EXPECT_THROW(plan_transfers_uncached(MeshShape({2}), ShardingSpec({Partial{}}), MeshShape({2}),
                                        ShardingSpec({Replicate{}}), {4}),
                InvalidArgument);
-  EXPECT_EQ(without_partial(ShardingSpec({Partial{ReduceOp::kMax}, Shard{0}})),
-            ShardingSpec({Replicate{}, Shard{0}}));
+  EXPECT_EQ(without_partial(ShardingSpec({Partial{ReduceOp::kMax}, Shard{0}})), ShardingSpec({Replicate{}, Shard{0}}));
 }
 
 }  // namespace

@@ -87,19 +87,20 @@ int main(int argc, char** argv) {
     const double rss_drift = double(rss_end - rss_warm) / double(std::max<int64_t>(rss_warm, 1));
     const double slowdown = last_s / first_s - 1.0;
     const bool ok = bad == 0 && rss_drift <= 0.05 && fds_end <= fds_warm && threads_end <= threads_warm;
-    std::printf("[r%d] soak: %lld iterations on %d ranks (each: all_reduce, all_gather, broadcast, 3 redistributions); "
-                "wrong results %lld; RSS %.1f -> %.1f MiB (%+.2f%%); first 1000 %.3f s, last 1000 %.3f s (%+.1f%%%s); "
-                "fds %lld -> %lld; threads %lld -> %lld: %s\n",
-                rank, (long long)iterations, size, (long long)bad, rss_warm / 1048576.0, rss_end / 1048576.0,
-                100 * rss_drift, first_s, last_s, 100 * slowdown, slowdown > 0.10 ? ", slower by more than 10 %" : "",
-                (long long)fds_warm, (long long)fds_end,
-                (long long)threads_warm, (long long)threads_end, ok ? "ok" : "OUT OF BOUNDS");
+    std::printf(
+        "[r%d] soak: %lld iterations on %d ranks (each: all_reduce, all_gather, broadcast, 3 redistributions); "
+        "wrong results %lld; RSS %.1f -> %.1f MiB (%+.2f%%); first 1000 %.3f s, last 1000 %.3f s (%+.1f%%%s); "
+        "fds %lld -> %lld; threads %lld -> %lld: %s\n",
+        rank, (long long)iterations, size, (long long)bad, rss_warm / 1048576.0, rss_end / 1048576.0, 100 * rss_drift,
+        first_s, last_s, 100 * slowdown, slowdown > 0.10 ? ", slower by more than 10 %" : "", (long long)fds_warm,
+        (long long)fds_end, (long long)threads_warm, (long long)threads_end, ok ? "ok" : "OUT OF BOUNDS");
     if (json && rank == 0)
-      std::printf("{\"bench\":\"soak\",\"ranks\":%d,\"iterations\":%lld,\"wrong\":%lld,\"rss_drift\":%.5f,"
-                  "\"first_1000_s\":%.4f,\"last_1000_s\":%.4f,\"slowdown\":%.4f,\"fds\":[%lld,%lld],"
-                  "\"threads\":[%lld,%lld]}\n",
-                  size, (long long)iterations, (long long)bad, rss_drift, first_s, last_s, slowdown,
-                  (long long)fds_warm, (long long)fds_end, (long long)threads_warm, (long long)threads_end);
+      std::printf(
+          "{\"bench\":\"soak\",\"ranks\":%d,\"iterations\":%lld,\"wrong\":%lld,\"rss_drift\":%.5f,"
+          "\"first_1000_s\":%.4f,\"last_1000_s\":%.4f,\"slowdown\":%.4f,\"fds\":[%lld,%lld],"
+          "\"threads\":[%lld,%lld]}\n",
+          size, (long long)iterations, (long long)bad, rss_drift, first_s, last_s, slowdown, (long long)fds_warm,
+          (long long)fds_end, (long long)threads_warm, (long long)threads_end);
     mesh = {};
     x = {};
     world.reset();

@@ -93,8 +93,8 @@ void norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, con
     // Blocks of rows on the intra-op threads (each row writes only its own outputs and statistics).
     C* pm = ptr_or_null<C>(mean);
     parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)), [&](int64_t r0, int64_t r1) {
-      forward_rows<T>(out.data<T>() + r0 * cols, pm ? pm + r0 : nullptr, rstd.data<C>() + r0,
-                      x.data<T>() + r0 * cols, ptr_or_null<T>(weight), ptr_or_null<T>(bias), r1 - r0, cols, eps);
+      forward_rows<T>(out.data<T>() + r0 * cols, pm ? pm + r0 : nullptr, rstd.data<C>() + r0, x.data<T>() + r0 * cols,
+                      ptr_or_null<T>(weight), ptr_or_null<T>(bias), r1 - r0, cols, eps);
     });
   });
 }

@@ -1,6 +1,7 @@
 // CPU loop of the fused rotary embedding (kernels/ops/rope.h).
-#include "kernels/ops/functors.h"
 #include "kernels/ops/rope.h"
+
+#include "kernels/ops/functors.h"
 
 namespace dt::kernels::cpu {
 

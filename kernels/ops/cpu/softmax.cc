@@ -44,25 +44,25 @@ template <typename T>
 void softmax_backward_lines(T* gx, const T* g, const T* y, int64_t outer, int64_t n, int64_t inner, bool log) {
   using C = acc_t<T>;
   parallel_for(outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n * inner)), [&](int64_t ob, int64_t oe) {
-  for (int64_t o = ob; o < oe; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
-      int64_t base = o * n * inner + i;
-      C s = 0;
-      if (log) {
-        for (int64_t j = 0; j < n; ++j) s += C(g[base + j * inner]);
-        for (int64_t j = 0; j < n; ++j) {
-          int64_t k = base + j * inner;
-          gx[k] = T(C(g[k]) - m_exp(C(y[k])) * s);
-        }
-      } else {
-        for (int64_t j = 0; j < n; ++j) s += C(g[base + j * inner]) * C(y[base + j * inner]);
-        for (int64_t j = 0; j < n; ++j) {
-          int64_t k = base + j * inner;
-          gx[k] = T(C(y[k]) * (C(g[k]) - s));
+    for (int64_t o = ob; o < oe; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t base = o * n * inner + i;
+        C s = 0;
+        if (log) {
+          for (int64_t j = 0; j < n; ++j) s += C(g[base + j * inner]);
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t k = base + j * inner;
+            gx[k] = T(C(g[k]) - m_exp(C(y[k])) * s);
+          }
+        } else {
+          for (int64_t j = 0; j < n; ++j) s += C(g[base + j * inner]) * C(y[base + j * inner]);
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t k = base + j * inner;
+            gx[k] = T(C(y[k]) * (C(g[k]) - s));
+          }
         }
       }
     }
-  }
   });
 }
 

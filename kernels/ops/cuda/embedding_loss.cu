@@ -28,7 +28,6 @@ __global__ void check_ids_kernel(const I* ids, int64_t n, int64_t hi, bool has_i
   }
 }
 
-
 }  // namespace
 
 IdsCheck check_ids_cuda(const Tensor& ids, int64_t hi, std::optional<int64_t> ignore, Stream stream) {

@@ -39,8 +39,7 @@ void adamw_t(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
   const int64_t n = p.numel();
   adamw_kernel<T><<<grid_for(n), 256, 0, as_cuda(s)>>>(
       p.data<T>(), g.data<T>(), m.data<T>(), v.data<T>(), n, T(1 - h.lr * h.weight_decay), T(h.beta1), T(h.beta2),
-      T(h.lr / (1 - std::pow(h.beta1, double(h.step)))), T(std::sqrt(1 - std::pow(h.beta2, double(h.step)))),
-      T(h.eps));
+      T(h.lr / (1 - std::pow(h.beta1, double(h.step)))), T(std::sqrt(1 - std::pow(h.beta2, double(h.step)))), T(h.eps));
   check_launch("adamw_step");
 }
 
@@ -56,13 +55,17 @@ void sgd_t(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& h
 }  // namespace
 
 void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamWStep& h, Stream s) {
-  if (p.dtype() == DType::f64) adamw_t<double>(p, g, m, v, h, s);
-  else adamw_t<float>(p, g, m, v, h, s);
+  if (p.dtype() == DType::f64)
+    adamw_t<double>(p, g, m, v, h, s);
+  else
+    adamw_t<float>(p, g, m, v, h, s);
 }
 
 void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& h, Stream s) {
-  if (p.dtype() == DType::f64) sgd_t<double>(p, g, buf, h, s);
-  else sgd_t<float>(p, g, buf, h, s);
+  if (p.dtype() == DType::f64)
+    sgd_t<double>(p, g, buf, h, s);
+  else
+    sgd_t<float>(p, g, buf, h, s);
 }
 
 }  // namespace dt::kernels::cuda

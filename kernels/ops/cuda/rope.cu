@@ -20,13 +20,13 @@ __global__ void rope_kernel(T* o, const T* x, const T* c, const T* s, int64_t n,
 
 }  // namespace
 
-void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t rows, int64_t t,
-          int64_t hd, Stream stream) {
+void rope(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, int64_t rows, int64_t t, int64_t hd,
+          Stream stream) {
   const int64_t n = rows * t * hd;
   ops_detail::dispatch_float_dtype("rope", x.dtype(), [&]<typename T>() {
     using C = acc_t<T>;
-    rope_kernel<T, C><<<grid_for(n), 256, 0, as_cuda(stream)>>>(out.data<T>(), x.data<T>(), cos.data<T>(),
-                                                                 sin.data<T>(), n, t, hd);
+    rope_kernel<T, C>
+        <<<grid_for(n), 256, 0, as_cuda(stream)>>>(out.data<T>(), x.data<T>(), cos.data<T>(), sin.data<T>(), n, t, hd);
   });
   check_launch("rope");
 }
