@@ -1,6 +1,6 @@
 // HostWindow: memory that the ranks of one host map from each other, so that pieces of several ranks' memory read as
 // one contiguous range without a copy (FSDP's gathered parameters: Note [Gathering by mapping] in
-// fsdp/param_group.cc).
+// fsdp/mapped_path.cc).
 //
 // Note [Shared host memory]
 // Each rank's window is a memfd mapped into its own address space. A rank opens a peer's memfd through

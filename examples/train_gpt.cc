@@ -243,6 +243,9 @@ int main(int argc, char** argv) {
     const bool launched = program.launched;
     const bool lead = world->rank() == 0;
     if (!dt::examples::check_ranks(*world, a.dp, a.tp, "train_gpt")) return 2;
+    // The FSDP engine's communication figures, printed at the end.
+    dt::fsdp::CommStatsObserver comm;
+    const dt::fsdp::ScopedCommObserver observing(comm);
 
     // --device cuda: this rank's GPU (several ranks may share one: the world's backend moves the data).
     // HSDP splits dp into (replicate, shard); the batch is split over all of dp either way.
@@ -391,7 +394,7 @@ int main(int argc, char** argv) {
                   corpus.entropy_floor(), tokens_per_step * double(last_step - first_step + 1) / total_s);
     if (a.steps > 0) print_memory(world, mesh.device(), *model, a.fsdp, lead, a.json);
     if (lead && a.json && a.fsdp && a.steps > 0) {
-      const dt::fsdp::CommStats c = dt::fsdp::comm_stats();
+      const dt::fsdp::CommStats c = comm.stats();
       std::printf(
           "{\"comm\":{\"issued_s\":%.6f,\"exposed_s\":%.6f,\"hidden_share\":%.4f,\"all_gathers\":%lld,"
           "\"reduce_scatters\":%lld,\"all_reduces\":%lld,\"bytes\":%lld}}\n",
@@ -399,7 +402,7 @@ int main(int argc, char** argv) {
           (long long)c.reduce_scatters, (long long)c.all_reduces, (long long)c.bytes);
     }
     if (lead && !a.json && a.fsdp && a.steps > 0) {
-      const dt::fsdp::CommStats c = dt::fsdp::comm_stats();
+      const dt::fsdp::CommStats c = comm.stats();
       std::printf(
           "fsdp: %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %s sent per rank; collectives in "
           "flight %.3f s, of which the step waited %.3f s: %.0f%% hidden behind compute\n",

@@ -9,8 +9,8 @@
 //                       all-gather of the group, as bytes
 //   wait_for_unshard()  copy-out: each parameter's rows from every rank's slot into its unsharded storage
 //                       (a communicator with segmented blocks gathers straight from the shards into the storages
-//                       instead: Note [Gathering into the parameters] in param_group.cc; on one host, shards of
-//                       whole pages are not gathered at all: Note [Gathering by mapping])
+//                       instead: Note [Gathering into the parameters] in fsdp/segmented_path.cc; on one host, shards
+//                       of whole pages are not gathered at all: Note [Gathering by mapping] in fsdp/mapped_path.cc)
 //   reshard()           frees the unsharded storages (or keeps the post-forward share, reshard_after_forward = k)
 //   unshard / wait      again before backward
 //   accumulate_grad(i)  each parameter's unsharded gradient as it is complete
@@ -26,7 +26,10 @@
 // gradient, optimizer state or checkpoint ever sees a padding row.
 //
 // Collectives go through the FSDP mesh's communicators in the order of these calls, which every rank makes in the
-// same order; a failed collective (a dead peer) is rethrown by the wait that needed it, on every rank.
+// same order; a failed collective (a dead peer) is rethrown by the wait that needed it, on every rank. The group
+// keeps that order, the state machine and the streams' ordering; each parameter's state and transitions are a
+// Param (fsdp/param.h); the bytes move by a data path chosen from a table (fsdp/data_path.h). An observer attached
+// with set_comm_observer (fsdp/comm_observer.h) hears of every collective.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +40,7 @@
 
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
+#include "fsdp/comm_observer.h"
 #include "fsdp/options.h"
 
 namespace dt::fsdp {
@@ -55,7 +59,7 @@ class ParamGroup {
   ParamGroup& operator=(const ParamGroup&) = delete;
 
   const std::string& name() const { return name_; }
-  size_t size() const { return params_.size(); }
+  size_t size() const;
   const std::string& param_name(size_t i) const;
   // The persistent shard of parameter i (what the optimizer updates in place).
   const DTensor& sharded_param(size_t i) const;
@@ -63,7 +67,7 @@ class ParamGroup {
   // object across steps; it may be read between wait_for_unshard() and reshard().
   const DTensor& unsharded_param(size_t i) const;
   // Whether parameter i's unsharded value maps every rank's shard instead of holding a gathered copy (Note
-  // [Gathering by mapping] in param_group.cc): its storage is never released, and a peer's later writes to its
+  // [Gathering by mapping] in fsdp/mapped_path.cc): its storage is never released, and a peer's later writes to its
   // shard show through it.
   bool is_mapped(size_t i) const;
   State state() const { return state_; }
@@ -108,35 +112,13 @@ class ParamGroup {
   struct Impl;
 
  private:
-  // Copy-in: every shard (cast to param_dtype, padded) into this rank's slot at `slot`, on `stream`.
-  void copy_in(uint8_t* slot, Stream stream);
-  // Whether every shard is already what its region of this rank's slot would hold (param_dtype, on the group's
-  // device, contiguous): then the gather sends the shards themselves.
-  bool shards_are_the_slot() const;
-  // Moves the shards that can be mapped into a HostWindow and makes their unsharded storages ranges of it (Note
-  // [Gathering by mapping] in param_group.cc). Collective over the shard dim; called by the constructor.
-  void map_shards();
-
   std::string name_;
   DeviceMesh mesh_;
   FsdpOptions options_;
   std::vector<std::string> names_;
-  std::vector<DTensor> params_;  // sharded
   State state_ = State::kSharded;
   bool sync_grads_ = true;
   std::unique_ptr<Impl> impl_;
 };
-
-// Communication of every group in this process (all threads), for the benchmarks' "share hidden behind compute":
-// issued_s sums each collective's time from issue to observed completion; exposed_s sums the time callers blocked
-// waiting for one (wait_for_unshard, wait_for_reduce). hidden share = 1 - exposed_s / issued_s.
-struct CommStats {
-  double issued_s = 0;
-  double exposed_s = 0;
-  int64_t all_gathers = 0, reduce_scatters = 0, all_reduces = 0;
-  int64_t bytes = 0;  // this rank's bytes sent into the collectives
-};
-CommStats comm_stats();
-void reset_comm_stats();
 
 }  // namespace dt::fsdp

@@ -178,6 +178,9 @@ int main(int argc, char** argv) {
     const int threads = program.threads;
     const bool lead = world->rank() == 0;
     if (!dt::examples::check_ranks(*world, a.dp, a.tp, "fsdp_mlp")) return 2;
+    // The FSDP engine's communication over the measured steps (reset after the warm-up).
+    dt::fsdp::CommStatsObserver comm;
+    const dt::fsdp::ScopedCommObserver observing(comm);
     dt::DeviceMesh mesh = dt::DeviceMesh::create(dt::DeviceType::kCPU, {a.dp, a.tp}, {"dp", "tp"});
     dt::DeviceMesh tp = mesh["tp"], dp = mesh["dp"];
     const int64_t rss_base = dt::process_rss_bytes();
@@ -220,7 +223,7 @@ int main(int argc, char** argv) {
           (long long)a.layers, (long long)a.dim, (long long)a.hidden, (long long)a.batch, (long long)a.seq,
           (long long)num_params, (long long)a.dp, (long long)a.tp, a.fsdp ? ", FSDP over dp" : "", threads);
     for (int64_t step = 1; step <= a.steps; ++step) {
-      if (step == a.warmup + 1) dt::fsdp::reset_comm_stats();
+      if (step == a.warmup + 1) comm.reset();
       const dt::Tensor x = dt::Tensor::randn_block({a.batch, a.seq, a.dim}, {row0, 0, 0}, {rows, a.seq, a.dim},
                                                    uint64_t(a.seed) * 1000003u + uint64_t(step));
       const auto t0 = std::chrono::steady_clock::now();
@@ -262,7 +265,7 @@ int main(int argc, char** argv) {
     mine.data<int64_t>()[3] = usage.total_peak;
     dt::Tensor all = dt::Tensor::empty({world->size(), kCols}, dt::DType::i64);
     world->all_gather(mine, all)->wait();
-    const dt::fsdp::CommStats c = dt::fsdp::comm_stats();
+    const dt::fsdp::CommStats c = comm.stats();
     if (lead) {
       auto list = [&](int col) {
         std::string s = "[";

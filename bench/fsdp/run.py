@@ -22,7 +22,7 @@ Memory, per rank: the peak RSS above the process's footprint just before the mod
 measures both; PyTorch's footprint includes import torch and its process group). Target: dtensor <= PyTorch, and
 the most dtensor held during the steps (dt::memory_usage's total peak) <= 1.1x the theory fsdp_mlp prints (Note [The
 MLP benchmark's memory from its shapes] in bench/fsdp/fsdp_mlp.cc).
-The share of the FSDP engine's communication hidden behind compute (1 - exposed / issued, dt::fsdp::comm_stats()
+The share of the FSDP engine's communication hidden behind compute (1 - exposed / issued, dt::fsdp::CommStatsObserver
 over the steps after the warm-up) is printed beside.
 
 Each round runs every side of every case (the order alternates from round to round: shared machines drift); a run's

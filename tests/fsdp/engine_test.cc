@@ -29,7 +29,7 @@ const std::vector<Param> kParams{{"w", {7, 5}, DType::f32},
                                  {"d", {4, 3}, DType::f64},
                                  {"one", {1, 6}, DType::f32}};
 
-// Shards of whole pages on every rank but the last (Note [Gathering by mapping] in fsdp/param_group.cc): on one
+// Shards of whole pages on every rank but the last (Note [Gathering by mapping] in fsdp/mapped_path.cc): on one
 // host these are mapped, not copied, all but "b" (rows of 16 bytes).
 const std::vector<Param> kPageParams{{"w", {7, 1024}, DType::f32},  // 3 + 3 + 1 rows of 4 KiB over 3 ranks
                                      {"b", {2, 4}, DType::f32},
