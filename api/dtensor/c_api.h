@@ -49,14 +49,14 @@ extern "C" {
 
 /* ---- version and errors ---------------------------------------------------------------------------------------- */
 
-#define DT_C_API_VERSION_MAJOR 0
-#define DT_C_API_VERSION_MINOR 2
-#define DT_C_API_VERSION_PATCH 0
+/* DT_C_API_VERSION_MAJOR, _MINOR, _PATCH and _STRING: the version of this header, which is the project's version
+ * (meson.build; the header is generated from it). */
+#include <dtensor/version.h>
 
 /* The library's C API version, (major << 16) | (minor << 8) | patch. A caller compiled against major M works with a
  * library of major M and any minor at least its own. */
 DT_API uint32_t dt_version(void);
-/* "0.1.0" (static storage). */
+/* The same version as text, DT_C_API_VERSION_STRING of the library's header (static storage). */
 DT_API const char* dt_version_string(void);
 
 typedef enum dt_status_t {

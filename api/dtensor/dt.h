@@ -6,7 +6,8 @@
 //   auto mesh = dt::DeviceMesh::create(dt::DeviceType::kCPU, {2, 2}, {"dp", "tp"});
 //   auto x = dt::distribute_tensor(full, mesh, {dt::Shard(0), dt::Replicate()});
 //
-// It lives in api/, the top layer, so that it may include every layer below it (the C API joins as it lands).
+// It lives in api/, the top layer, so that it may include every layer below it (the C API is its own header,
+// <dtensor/c_api.h>, for C callers).
 // It is installed as <dtensor/dt.h>, beside (not inside) the installed dtensor/ layer folder, so it is never
 // confused with that folder's own headers. It includes no backend internals (no UCX, NCCL or CUDA headers): backends
 // are reached through collectives/process_group.h.

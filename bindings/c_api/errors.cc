@@ -14,12 +14,7 @@ uint32_t dt_version(void) {
          uint32_t(DT_C_API_VERSION_PATCH);
 }
 
-#define DT_TEXT_(x) #x
-#define DT_NUMBER_TEXT_(x) DT_TEXT_(x)
-const char* dt_version_string(void) {
-  return DT_NUMBER_TEXT_(DT_C_API_VERSION_MAJOR) "." DT_NUMBER_TEXT_(DT_C_API_VERSION_MINOR) "." DT_NUMBER_TEXT_(
-      DT_C_API_VERSION_PATCH);
-}
+const char* dt_version_string(void) { return DT_C_API_VERSION_STRING; }
 
 const char* dt_status_string(dt_status_t status) {
 #define DT_STATUS_NAME_(s) \

@@ -8,6 +8,7 @@ DTENSOR_BUILD_JOBS caps ninja's parallel jobs (default: ninja's, all cores).
 Needs meson, ninja and the C++ dependencies the repository's ./dev deps installs.
 """
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -20,6 +21,15 @@ from setuptools.dist import Distribution
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ARTIFACTS = {"libdtensor.so": "libdtensor.so", os.path.join("tools", "dtrun"): "dtrun"}
+
+
+def project_version():
+    """The version in the repository's meson.build (the one place it is written; dt_version_string() returns it)."""
+    with open(os.path.join(ROOT, "meson.build"), encoding="utf-8") as f:
+        m = re.search(r"^project\([^)]*?\bversion:\s*'([^']+)'", f.read(), re.S | re.M)
+    if not m:
+        raise RuntimeError(f"dtensor: no project version in {os.path.join(ROOT, 'meson.build')}")
+    return m.group(1)
 
 
 def build_with_meson():
@@ -63,4 +73,4 @@ class BinaryDistribution(Distribution):
 # Python frame). Optional: without Python's headers the build goes on and the package runs on ctypes alone.
 SPEEDUPS = Extension("dtensor._speedups", sources=["dtensor/_speedups.c"], optional=True)
 
-setup(cmdclass={"build_py": BuildPyWithMeson}, distclass=BinaryDistribution, ext_modules=[SPEEDUPS])
+setup(version=project_version(), cmdclass={"build_py": BuildPyWithMeson}, distclass=BinaryDistribution, ext_modules=[SPEEDUPS])

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""The training part of ./dev demo (examples/demo.sh), from train_gpt's --json lines (stdlib only).
+
+  demo_report.py steps < run.jsonl        one readable line per step as the lines arrive, then the FSDP summary
+  demo_report.py compare ONE.jsonl MOVED.jsonl...
+                                          the losses of one process against those of the moved job (its runs'
+                                          files in order), step by step, at full precision
+
+train_gpt --json prints each loss with %.17g, which round-trips the double: the comparison reads the values the
+runs computed, not their 5-decimal display (which would hide differences below 5e-6).
+"""
+import json
+import sys
+
+MIB = 1024.0 * 1024.0
+LIMIT = 1e-4  # the moved job may differ from one process by at most this (relative), at any step
+
+
+def records(lines):
+    for line in lines:
+        line = line.strip()
+        if line.startswith("{"):
+            yield json.loads(line)
+
+
+def steps():
+    for r in records(sys.stdin):
+        if "step" in r:
+            print(f"step {r['step']:4d}  loss {r['loss']:.5f}  {r['tokens_per_s']:9.0f} tokens/s  "
+                  f"peak {r['peak_bytes'] / MIB:.1f} MiB per rank", flush=True)
+        elif "comm" in r:
+            c = r["comm"]
+            print(f"fsdp: {c['all_gathers']} all-gathers, {c['reduce_scatters']} reduce-scatters, "
+                  f"{c['all_reduces']} all-reduces, {c['bytes'] / MIB:.1f} MiB sent per rank; "
+                  f"{100 * c['hidden_share']:.0f}% of the collectives' time hidden behind compute", flush=True)
+
+
+def losses(paths):
+    out = {}
+    for path in paths:
+        with open(path) as f:
+            for r in records(f):
+                if "step" in r:
+                    if r["step"] in out:
+                        sys.exit(f"demo: step {r['step']} appears twice in {', '.join(paths)}")
+                    out[r["step"]] = r["loss"]
+    return out
+
+
+def compare(one_path, moved_paths):
+    a, b = losses([one_path]), losses(moved_paths)
+    if not a or a.keys() != b.keys():
+        sys.exit(f"demo: the runs printed different steps: {sorted(a)} and {sorted(b)}")
+    print("step   1 process   FSDP 2, then FSDP + TP 2x2   relative difference (full precision)")
+    worst = 0.0
+    for s in sorted(a):
+        rel = abs(a[s] - b[s]) / abs(a[s])
+        worst = max(worst, rel)
+        print(f"{s:4d}   {a[s]:.5f}     {b[s]:.5f}                      {rel:.1e}")
+    if worst > LIMIT:
+        sys.exit(f"demo: the moved job differs from one process by {worst:.1e} (more than {LIMIT:.0e})")
+    figure = "0 (bit for bit)" if worst == 0 else f"{worst:.1e}"
+    print(f"demo: FSDP on 2 processes, then FSDP + TP on the 2x2 mesh from its checkpoint, matches one process to "
+          f"{figure} at every step (the largest relative difference of the losses)")
+
+
+def main():
+    if sys.argv[1:2] == ["steps"] and len(sys.argv) == 2:
+        steps()
+    elif sys.argv[1:2] == ["compare"] and len(sys.argv) >= 4:
+        compare(sys.argv[2], sys.argv[3:])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
