@@ -227,6 +227,13 @@ DTensor DTensor::redistribute(const DeviceMesh& mesh, std::vector<Placement> pla
   return DTensor(out, mesh, spec, shape_);
 }
 
+DTensor DTensor::redistribute_like(const DTensor& other) const {
+  DT_CHECK_ARG(defined() && other.defined(), "redistribute_like: ", defined() ? "the target" : "the tensor",
+               " is an undefined DTensor");
+  if (mesh_ == other.mesh_) return spec_ == other.spec_ ? *this : redistribute_to(other.spec_);
+  return redistribute(other.mesh_, other.placements());
+}
+
 struct RedistributeHandle::State {
   DTensor result_template;  // mesh, spec and shape of the result, and the input (its local, read by `run`)
   // Holds references into result_template (declared after it); in place, so a redistribution allocates one State.

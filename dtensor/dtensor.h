@@ -55,6 +55,10 @@ class DTensor {
   // exactly the overlapping index ranges. Collective over the union of both meshes' ranks.
   DTensor redistribute(const DeviceMesh& mesh, std::vector<Placement> placements,
                        const ShardOrder& shard_order = {}) const;
+  // Brought to `other`'s layout: its mesh and placements (and, on the same mesh, its shard order); this very DTensor
+  // when the layouts already agree (no copy). What a gradient needs to be added to a value: autograd's leaves, FSDP's
+  // accumulation, load_state_dict.
+  DTensor redistribute_like(const DTensor& other) const;
   // Asynchronous: the first collective of the plan is in flight when this returns; wait() finishes the rest and
   // yields the result. Ranks must wait() on redistributions of the same mesh in the same order.
   RedistributeHandle redistribute_async(std::vector<Placement> placements, const ShardOrder& shard_order = {}) const;

@@ -11,7 +11,7 @@
 //                       recomputes); the Variables back to their shards; cast outputs.
 //   backward pre-hook   the first one of a backward queues the end-of-backward callback; unshard + wait; prefetch
 //                       the state before this one in the forward order (backward runs it in reverse).
-//   gradient sink       (VariableImpl::grad_sink) each parameter's complete gradient goes to the group; when every
+//   gradient sink       (Variable::set_grad_sink) each parameter's complete gradient goes to the group; when every
 //                       parameter that requires grad has one: reshard, then the group's reduction starts, after
 //                       the previous group's reduction finished (one in flight: it overlaps this group's
 //                       predecessors' backward, and the buffers of at most two reductions are alive).
@@ -61,14 +61,15 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
   ParamGroup& group() { return group_; }
   const std::string& name() const { return name_; }
   const FsdpOptions& options() const { return options_; }
+  const std::vector<nn::Variable>& variables() const { return vars_; }  // the parameters this group took
 
   void install_sinks() {
     std::weak_ptr<FsdpState> self = weak_from_this();
     for (size_t i = 0; i < vars_.size(); ++i) {
       vars_[i].set_data(group_.sharded_param(i));
-      vars_[i].impl()->grad_sink = [self, i](const DTensor& g) {
+      vars_[i].set_grad_sink([self, i](const DTensor& g) {
         if (auto s = self.lock()) s->on_grad(i, g);
-      };
+      });
     }
   }
 
@@ -157,15 +158,7 @@ class FsdpState : public std::enable_shared_from_this<FsdpState> {
     std::vector<DTensor> grads = group_.take_sharded_grads();
     for (size_t i = 0; i < vars_.size(); ++i) {
       if (!grads[i].defined()) continue;
-      nn::VariableImpl& v = *vars_[i].impl();
-      if (v.grad.defined()) {
-        v.grad = add(v.grad, grads[i]);
-        if (const auto& st = v.grad.to_local().storage()) st->set_memory_kind(MemoryKind::kGradients);
-      } else {
-        v.grad = grads[i];
-      }
-      nn::Variable handle = vars_[i];
-      for (const auto& [id, hook] : v.post_accumulate_hooks) hook(handle);
+      vars_[i].deliver_grad(std::move(grads[i]));
     }
   }
 
@@ -295,10 +288,13 @@ FsdpModule fully_shard(const nn::ModulePtr& module, const DeviceMesh& mesh, cons
                     : mesh.sub_mesh(options.mesh_dims);
   }
   // The module's parameters that no fully_shard on a submodule took.
+  std::vector<nn::Variable> taken;
+  for (auto& [fqn, sub] : module->named_modules())
+    if (auto s = fsdp_state_of(*sub)) taken.insert(taken.end(), s->variables().begin(), s->variables().end());
   std::vector<nn::Variable> vars;
   std::vector<std::string> names;
   for (auto& [fqn, p] : module->named_parameters()) {
-    if (p.impl()->grad_sink) continue;
+    if (std::any_of(taken.begin(), taken.end(), [&](const nn::Variable& t) { return t.same(p); })) continue;
     vars.push_back(p);
     names.push_back(fqn);
   }

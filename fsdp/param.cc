@@ -84,8 +84,7 @@ void Param::accumulate_grad(const DTensor& grad) {
   DTensor g = grad;
   // Cast first: the tensor-parallel reduction of a Partial gradient runs in the reduce dtype too.
   if (g.dtype() != p.reduce_dtype) g = to(g, p.reduce_dtype);
-  if (!(g.mesh() == u.mesh()) || !(g.spec() == u.spec()))
-    g = g.mesh() == u.mesh() ? g.redistribute(u.spec()) : g.redistribute(u.mesh(), u.placements());
+  g = g.redistribute_like(u);
   if (acc_.defined()) {
     acc_ = add(acc_, g);
   } else {

@@ -23,6 +23,7 @@
 #include "core/memory_stats.h"
 #include "dtensor/factory.h"
 #include "dtensor/ops.h"
+#include "nn/variable_impl.h"
 
 namespace dt::nn {
 
@@ -62,8 +63,7 @@ DTensor ones_like(const DTensor& t) {
 DTensor accumulate_grad(const DTensor& a, const DTensor& b) {
   if (!a.defined()) return b;
   if (!b.defined()) return a;
-  if (b.spec() == a.spec()) return add(a, b);
-  return add(a, b.redistribute(a.spec()));
+  return add(a, b.redistribute_like(a));
 }
 
 // ---- nodes ----
@@ -133,23 +133,15 @@ DTensor run_hooks(const std::vector<std::pair<int, GradHook>>& hooks, DTensor g)
   return g;
 }
 
-// Returns whether the post-accumulate-grad hooks are due (not when a grad sink took the gradient).
-bool accumulate_into_leaf(VariableImpl& leaf, DTensor g) {
-  g = run_hooks(leaf.hooks, std::move(g));
-  if (leaf.grad_sink) {
-    leaf.grad_sink(g);
-    return false;
+// A leaf's complete gradient of one backward: its tensor hooks, then its grad sink (FSDP) or deliver_grad.
+void accumulate_into_leaf(const Variable& leaf, DTensor g) {
+  const VariableImpl& impl = *leaf.impl();
+  g = run_hooks(impl.hooks, std::move(g));
+  if (impl.grad_sink) {
+    impl.grad_sink(g);
+    return;
   }
-  const DTensor& data = leaf.data;
-  DT_CHECK_ARG(g.shape() == data.shape(), "backward: the gradient of ", leaf.name.empty() ? "a leaf" : leaf.name,
-               " has shape ", shape_str(g.shape()), ", the tensor has ", shape_str(data.shape()));
-  if (!(g.spec() == data.spec()) || !(g.mesh() == data.mesh())) {
-    g = g.mesh() == data.mesh() ? g.redistribute(data.spec()) : g.redistribute(data.mesh(), data.placements());
-  }
-  if (g.dtype() != data.dtype()) g = to(g, data.dtype());
-  leaf.grad = leaf.grad.defined() ? add(leaf.grad, g) : g;
-  if (const auto& st = leaf.grad.to_local().storage()) st->set_memory_kind(MemoryKind::kGradients);
-  return true;
+  leaf.deliver_grad(std::move(g));
 }
 
 struct CallbackScope {
@@ -228,11 +220,9 @@ void Engine::run(const std::vector<Variable>& roots, const std::vector<DTensor>&
     if (d == 0) ready.push(n);
   for (const Variable& r : roots)
     if (r.is_leaf() && leaf_deps[r.impl()] == 0 && leaf_buffers.count(r.impl())) {
-      const bool hooks_due = accumulate_into_leaf(*r.impl(), std::move(leaf_buffers[r.impl()]));
+      DTensor total = std::move(leaf_buffers[r.impl()]);
       leaf_buffers.erase(r.impl());
-      Variable handle = r;
-      if (hooks_due)
-        for (const auto& [id, hook] : r.impl()->post_accumulate_hooks) hook(handle);
+      accumulate_into_leaf(r, std::move(total));
     }
 
   // 2./3. Run the nodes.
@@ -274,12 +264,7 @@ void Engine::run(const std::vector<Variable>& roots, const std::vector<DTensor>&
         if (--leaf_deps[leaf] == 0) {
           DTensor total = std::move(leaf_buffers[leaf]);
           leaf_buffers.erase(leaf);
-          if (total.defined()) {
-            if (accumulate_into_leaf(*leaf, std::move(total))) {
-              Variable handle = Variable::from_impl(e.leaf);
-              for (const auto& [id, hook] : leaf->post_accumulate_hooks) hook(handle);
-            }
-          }
+          if (total.defined()) accumulate_into_leaf(Variable::from_impl(e.leaf), std::move(total));
         }
       }
     }

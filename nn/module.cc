@@ -19,6 +19,7 @@
 #include "dtensor/factory.h"
 #include "dtensor/ops.h"
 #include "nn/autograd.h"
+#include "nn/variable_impl.h"
 
 namespace dt::nn {
 
@@ -285,7 +286,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     DT_CHECK_ARG(p.defined(), "load_state_dict: parameter ", name, " is not materialized");
     DT_CHECK_ARG(value.shape() == p.shape(), "load_state_dict: ", name, " has shape ", shape_str(p.shape()),
                  ", the state gives ", shape_str(value.shape()));
-    DTensor v = value.mesh() == p.mesh() ? value.redistribute(p.spec()) : value.redistribute(p.mesh(), p.placements());
+    DTensor v = value.redistribute_like(p.data());
     if (v.dtype() != p.dtype()) v = dt::to(v, p.dtype());
     Tensor local = p.to_local();
     local.copy_(v.to_local());

@@ -2,7 +2,10 @@
 #include "nn/variable.h"
 
 #include "core/error.h"
+#include "core/memory_stats.h"
+#include "dtensor/ops.h"
 #include "nn/autograd.h"
+#include "nn/variable_impl.h"
 
 namespace dt::nn {
 
@@ -26,6 +29,11 @@ Variable Variable::from_impl(std::shared_ptr<VariableImpl> impl) {
   v.impl_ = std::move(impl);
   return v;
 }
+
+bool Variable::defined() const { return impl_ != nullptr && impl_->data.defined(); }
+bool Variable::requires_grad() const { return impl_ && impl_->requires_grad; }
+bool Variable::is_leaf() const { return impl_ && !impl_->grad_fn; }
+int Variable::output_nr() const { return impl_ ? impl_->output_nr : 0; }
 
 const DTensor& Variable::data() const {
   DT_CHECK_ARG(impl_ != nullptr, "Variable: the handle is undefined (default-constructed)");
@@ -68,6 +76,27 @@ void Variable::set_grad(DTensor grad) const {
 
 void Variable::zero_grad() const {
   if (impl_) impl_->grad = DTensor();
+}
+
+void Variable::deliver_grad(DTensor g) const {
+  DT_CHECK_ARG(impl_ != nullptr && is_leaf(),
+               "Variable::deliver_grad: ", impl_ ? "not a leaf" : "the handle is undefined");
+  VariableImpl& leaf = *impl_;
+  const DTensor& data = leaf.data;
+  DT_CHECK_ARG(g.shape() == data.shape(), "backward: the gradient of ", leaf.name.empty() ? "a leaf" : leaf.name,
+               " has shape ", shape_str(g.shape()), ", the tensor has ", shape_str(data.shape()));
+  g = g.redistribute_like(data);
+  if (g.dtype() != data.dtype()) g = to(g, data.dtype());
+  leaf.grad = leaf.grad.defined() ? add(leaf.grad, g) : std::move(g);
+  if (const auto& st = leaf.grad.to_local().storage()) st->set_memory_kind(MemoryKind::kGradients);
+  Variable handle = *this;
+  for (const auto& [id, hook] : leaf.post_accumulate_hooks) hook(handle);
+}
+
+void Variable::set_grad_sink(GradSink sink) const {
+  DT_CHECK_ARG(impl_ != nullptr && is_leaf(),
+               "Variable::set_grad_sink: ", impl_ ? "not a leaf" : "the handle is undefined");
+  impl_->grad_sink = std::move(sink);
 }
 
 void Variable::backward(const DTensor& gradient, bool retain_graph) const {

@@ -28,22 +28,11 @@ using GradHook = std::function<DTensor(const DTensor& grad)>;
 // Called after a leaf's gradient was accumulated into .grad() (once per backward).
 using PostAccumulateGradHook = std::function<void(Variable& leaf)>;
 
-struct VariableImpl {
-  DTensor data;
-  DTensor grad;
-  bool requires_grad = false;
-  bool retains_grad = false;
-  std::shared_ptr<Node> grad_fn;  // null for leaves
-  int output_nr = 0;              // which output of grad_fn
-  int next_hook_id = 0;
-  std::vector<std::pair<int, GradHook>> hooks;  // leaves only (a non-leaf's hooks live on its grad_fn)
-  std::vector<std::pair<int, PostAccumulateGradHook>> post_accumulate_hooks;
-  std::string name;  // set by modules for parameters (their fully-qualified name); used in messages
-  // When set (FSDP), a leaf's complete gradient of one backward (after its tensor hooks, before any redistribution)
-  // goes to the sink instead of into .grad(), and the post-accumulate-grad hooks do not run: the sink's owner sets
-  // .grad() and runs them once it reduced the gradient (fsdp/fully_shard.h).
-  std::function<void(const DTensor& grad)> grad_sink;
-};
+// A leaf's complete gradient of one backward, taken instead of .grad() (FSDP's group reduces it first).
+using GradSink = std::function<void(const DTensor& grad)>;
+
+// The state behind a handle: nn's own (nn/variable_impl.h); nothing outside nn reads or writes it (check_layering).
+struct VariableImpl;
 
 class Variable {
  public:
@@ -55,21 +44,29 @@ class Variable {
   // Another handle on an existing Variable (the engine hands leaves to their hooks this way).
   static Variable from_impl(std::shared_ptr<VariableImpl> impl);
 
-  bool defined() const { return impl_ != nullptr && impl_->data.defined(); }
+  bool defined() const;
   const DTensor& data() const;
   // Replaces the payload, keeping the identity (FSDP swaps sharded and unsharded payloads this way).
   void set_data(DTensor data) const;
 
-  bool requires_grad() const { return impl_ && impl_->requires_grad; }
+  bool requires_grad() const;
   // Leaves only (a computed Variable requires grad when an input does).
   Variable& requires_grad_(bool on = true);
-  bool is_leaf() const { return impl_ && !impl_->grad_fn; }
+  bool is_leaf() const;
   const std::shared_ptr<Node>& grad_fn() const;
-  int output_nr() const { return impl_ ? impl_->output_nr : 0; }
+  int output_nr() const;
 
   const DTensor& grad() const;
   void set_grad(DTensor grad) const;
   void zero_grad() const;  // set to none (PyTorch's default set_to_none=True)
+  // The one way a leaf receives a gradient (autograd's engine, and a grad sink's owner once it reduced one): `grad`
+  // is brought to the leaf's layout and dtype (redistribute_like, then a cast), added to .grad() (or becomes it),
+  // its memory counted as gradients, then the post-accumulate-grad hooks run. Leaves only.
+  void deliver_grad(DTensor grad) const;
+  // When set (FSDP), this leaf's complete gradient of one backward (after its tensor hooks, before any
+  // redistribution) goes to the sink instead of deliver_grad: the sink's owner calls deliver_grad once it reduced the
+  // gradient (fsdp/fully_shard.h). An empty sink restores the default. Leaves only.
+  void set_grad_sink(GradSink sink) const;
 
   // Backward from this Variable: a scalar (one element) unless `gradient` is given (the same shape). Every rank of
   // the mesh must call it, after the same forward. retain_graph keeps the saved tensors for a second backward.

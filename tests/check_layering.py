@@ -165,9 +165,38 @@ def umbrella_violations(root):
     return out
 
 
+# Types private to a floor: named only inside it. nn's VariableImpl (the state behind a Variable) is written through
+# Variable's methods everywhere else (deliver_grad, set_grad_sink, ...), so that nn alone decides how a gradient
+# is delivered.
+PRIVATE_NAMES = [(re.compile(r"\bVariableImpl\b|nn/variable_impl\.h"), "nn/", "nn's VariableImpl (nn/variable_impl.h)")]
+PRIVATE_SCAN = ("core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "bindings", "tools", "api",
+                "tests", "bench", "examples")
+
+
+def private_violations(root):
+    """Files outside a floor that name what is private to it."""
+    out = []
+    for top in PRIVATE_SCAN:
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                if not name.endswith(SOURCE_EXT):
+                    continue
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+                for pattern, owner, what in PRIVATE_NAMES:
+                    if rel.startswith(owner):
+                        continue
+                    for m in pattern.finditer(text):
+                        line = text.count("\n", 0, m.start()) + 1
+                        out.append(f"{rel}:{line}: names {what}, private to {owner}; use the public API")
+    return out
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.getcwd()
-    bad = violations(root) + meson_violations(root) + umbrella_violations(root)
+    bad = violations(root) + meson_violations(root) + umbrella_violations(root) + private_violations(root)
     for v in bad:
         print(v)
     print(f"layering: {len(bad)} violation(s)")

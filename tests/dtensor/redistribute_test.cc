@@ -181,6 +181,54 @@ TEST(Redistribute, CrossMeshToSubMeshAndBack) {
   for (auto& f : failures) ADD_FAILURE() << f;
 }
 
+// redistribute_like: to another DTensor's mesh, placements and shard order (same mesh and cross-mesh), on uneven and
+// empty shards; the value is the reference's (the full tensor made on one process), and a tensor already in that
+// layout comes back as itself.
+TEST(Redistribute, LikeAnotherTensorsLayout) {
+  std::mutex mu;
+  std::vector<std::string> failures;
+  run_threads(4, [&](CommunicatorPtr world) {
+    DeviceMesh big = DeviceMesh::create(world, Device::cpu(), {2, 2}, {"dp", "tp"});
+    DeviceMesh small = DeviceMesh::create(world, Device::cpu(), {2}, {"x"}, {3, 1});  // ranks 3 and 1
+    auto check = [&](bool ok, const std::string& what) {
+      if (ok) return;
+      std::lock_guard<std::mutex> lock(mu);
+      failures.push_back("rank " + std::to_string(world->rank()) + ": " + what);
+    };
+    const std::vector<std::vector<Placement>> layouts = {{Shard{0}, Shard{1}},
+                                                         {Replicate{}, Shard{0}},
+                                                         {Partial{}, Shard{1}},
+                                                         {Shard{0}, Shard{0}},
+                                                         {Replicate{}, Replicate{}}};
+    for (const Shape& shape : {Shape{7, 5}, Shape{2, 3}, Shape{0, 4}}) {  // uneven, empty shards, empty
+      Tensor full = testing::case_tensor(shape, DType::f32, 17);
+      for (const auto& src : layouts) {
+        DTensor x = distribute_tensor(full, big, src);
+        const std::string from = shape_str(shape) + " " + to_string(src);
+        check(x.redistribute_like(x).to_local().storage() == x.to_local().storage(), from + ": itself, no copy");
+        for (const auto& dst : layouts) {
+          if (std::holds_alternative<Partial>(dst[0])) continue;  // S -> P is no redistribution (the docs)
+          // The nested order (tp's shard of dim 0 before dp's) only where both dims shard dim 0.
+          ShardOrder order;
+          if (dst[0] == Placement{Shard{0}} && dst[1] == Placement{Shard{0}}) order = {{0, {1, 0}}};
+          DTensor like = distribute_tensor(full, big, dst).redistribute(dst, order);
+          DTensor y = x.redistribute_like(like);
+          check(y.mesh() == big && y.spec() == like.spec(), from + " -> " + to_string(dst) + ": the layout");
+          check(equal(y.full_tensor(), full), from + " -> " + to_string(dst) + ": the value");
+        }
+        for (auto dst : {std::vector<Placement>{Shard{0}}, {Shard{1}}, {Replicate{}}}) {
+          DTensor like = distribute_tensor(full, big, {Replicate{}, Replicate{}}).redistribute(small, dst);
+          DTensor y = x.redistribute_like(like);
+          check(y.mesh() == small && y.placements() == dst, from + " -> small " + to_string(dst) + ": the layout");
+          if (small.is_member()) check(equal(y.full_tensor(), full), from + " -> small " + to_string(dst));
+        }
+      }
+    }
+  });
+  for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
+  EXPECT_TRUE(failures.empty());
+}
+
 TEST(Redistribute, AsyncHandleYieldsTheSameResult) {
   Tensor full = testing::case_tensor({9, 4}, DType::f32, 5);
   std::atomic<int> ok{0};

@@ -1,5 +1,5 @@
 // Modules: PyTorch names, tied weights, state dicts, initialization independent of the mesh, hook order,
-// activation checkpointing, and the errors a user meets.
+// activation checkpointing, gradient delivery (deliver_grad, grad sinks), and the errors a user meets.
 #include <gtest/gtest.h>
 
 #include "nn/autograd.h"
@@ -234,6 +234,56 @@ TEST(NnAutograd, Errors) {
     for (int64_t i = 0; i < 6; ++i) want.data<double>()[i] = 2 * xs.data<double>()[i] + 6;
     std::string why;
     EXPECT_TRUE(op_test::compare(x.grad().full_tensor(), want.to(DType::f32), false, &why)) << why;
+  });
+}
+
+// The one way a gradient reaches .grad(): deliver_grad brings it to the leaf's layout (a Replicate gradient of a
+// parameter sharded unevenly over 3 ranks arrives as that parameter's shards) and accumulates; a grad sink takes the
+// backward's gradient instead, and its owner delivers it (as FSDP's group does once it reduced it).
+Tensor scaled(const Tensor& t, double k) {
+  Tensor d = t.to(DType::f64).contiguous(), out = Tensor::empty(t.shape(), DType::f64);
+  for (int64_t i = 0; i < d.numel(); ++i) out.data<double>()[i] = k * d.data<double>()[i];
+  return out.to(t.dtype());
+}
+
+TEST(NnAutograd, GradientDelivery) {
+  op_test::on_mesh({3}, [&](const DeviceMesh& mesh) {
+    const Tensor full = Tensor::randn({5, 2}, 11);  // 5 rows over 3 ranks: 2, 2, 1
+    Variable w(distribute_tensor(full, mesh, {Shard{0}}), true);
+    int hooks = 0;
+    w.register_post_accumulate_grad_hook([&](Variable&) { ++hooks; });
+    const Tensor g = Tensor::randn({5, 2}, 12);
+    w.deliver_grad(nn_test::replicate_on(g, mesh));
+    ASSERT_TRUE(w.grad().defined());
+    EXPECT_EQ(w.grad().placements(), w.placements());
+    std::string why;
+    EXPECT_TRUE(op_test::compare(w.grad().full_tensor(), g, false, &why)) << why;
+    w.deliver_grad(nn_test::replicate_on(g, mesh));  // accumulated: 2g
+    EXPECT_TRUE(op_test::compare(w.grad().full_tensor(), scaled(g, 2.0), false, &why)) << why;
+    EXPECT_EQ(hooks, 2);
+
+    // A sink: backward hands it the gradient of sum(w * w) (2w) and leaves .grad() alone until the owner delivers.
+    w.zero_grad();
+    std::vector<DTensor> sunk;
+    w.set_grad_sink([&](const DTensor& grad) { sunk.push_back(grad); });
+    nn::sum(nn::mul(w, w)).backward();
+    ASSERT_EQ(sunk.size(), 1u);
+    EXPECT_FALSE(w.grad().defined());
+    EXPECT_EQ(hooks, 2);
+    EXPECT_TRUE(op_test::compare(sunk[0].full_tensor(), scaled(full, 2.0), false, &why)) << why;
+    w.deliver_grad(sunk[0]);
+    EXPECT_TRUE(op_test::compare(w.grad().full_tensor(), scaled(full, 2.0), false, &why)) << why;
+    EXPECT_EQ(hooks, 3);
+
+    // An empty sink restores the default: backward accumulates into .grad() itself.
+    w.set_grad_sink(nullptr);
+    nn::sum(nn::mul(w, w)).backward();
+    EXPECT_EQ(sunk.size(), 1u);
+    EXPECT_TRUE(op_test::compare(w.grad().full_tensor(), scaled(full, 4.0), false, &why)) << why;
+    EXPECT_EQ(hooks, 4);
+    // Leaves only.
+    Variable y = nn::mul(w, 2.0);
+    EXPECT_THROW(y.deliver_grad(nn_test::replicate_on(g, mesh)), InvalidArgument);
   });
 }
 
