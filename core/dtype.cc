@@ -6,17 +6,17 @@
 namespace dt {
 
 DType dtype_from_name(std::string_view name) {
-#define DT_PARSE_(n, type, str, fp) \
-  if (name == str) return DType::n;
+#define DT_PARSE_(n, type, str, fp, long_name, ...) \
+  if (name == str || name == long_name) return DType::n;
   DT_FOR_EACH_DTYPE(DT_PARSE_)
 #undef DT_PARSE_
-  if (name == "float32" || name == "float") return DType::f32;
-  if (name == "float64" || name == "double") return DType::f64;
-  if (name == "float16" || name == "half") return DType::f16;
-  if (name == "bfloat16") return DType::bf16;
-  if (name == "int32") return DType::i32;
-  if (name == "int64") return DType::i64;
-  DT_THROW(InvalidArgument, "unknown dtype '", name, "': expected one of f32, f64, f16, bf16, i8, i32, i64, u8, bool");
+  if (name == "float") return DType::f32;
+  if (name == "double") return DType::f64;
+  if (name == "half") return DType::f16;
+  std::string known;
+  for (int i = 0; i < kNumDTypes; ++i) known += std::string(i ? ", " : "") + dtype_name(DType(i));
+  DT_THROW(InvalidArgument, "unknown dtype '", name, "': expected one of ", known,
+           " (or PyTorch's names: float32, ...)");
 }
 
 ReduceOp reduce_op_from_name(std::string_view name) {

@@ -20,36 +20,23 @@ struct Export {
   DLManagedTensorVersioned managed{};
 };
 
+// DLPack's type code is a column of core/dtype.h's table; the bits are the element's.
 DLDataType dl_dtype(DType d) {
   switch (d) {
-    case DType::f32:
-      return {kDLFloat, 32, 1};
-    case DType::f64:
-      return {kDLFloat, 64, 1};
-    case DType::f16:
-      return {kDLFloat, 16, 1};
-    case DType::bf16:
-      return {kDLBfloat, 16, 1};
-    case DType::i8:
-      return {kDLInt, 8, 1};
-    case DType::i32:
-      return {kDLInt, 32, 1};
-    case DType::i64:
-      return {kDLInt, 64, 1};
-    case DType::u8:
-      return {kDLUInt, 8, 1};
-    case DType::b8:
-      return {kDLBool, 8, 1};
+#define DT_DL_(n, type, str, fp, long_name, c_name, c_code, dl_code, ...) \
+  case DType::n:                                                          \
+    return {kDL##dl_code, uint8_t(8 * sizeof(type)), 1};
+    DT_FOR_EACH_DTYPE(DT_DL_)
+#undef DT_DL_
   }
   DT_THROW(InternalError, "dtype without a DLPack code");
 }
 
 DType from_dl_dtype(DLDataType t) {
   DT_CHECK_ARG(t.lanes == 1, "DLPack dtype with ", t.lanes, " lanes (vector types are not supported)");
-  for (DType d :
-       {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i8, DType::i32, DType::i64, DType::u8, DType::b8}) {
-    const DLDataType x = dl_dtype(d);
-    if (x.code == t.code && x.bits == t.bits) return d;
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const DLDataType x = dl_dtype(DType(i));
+    if (x.code == t.code && x.bits == t.bits) return DType(i);
   }
   DT_THROW(Unsupported, "DLPack dtype (code ", int(t.code), ", ", int(t.bits), " bits) has no dtensor dtype");
 }

@@ -50,34 +50,37 @@ void require_owner(const Owned& o, const char* fn) {
                "thread would interleave collectives differently on each rank)");
 }
 
+// dt_dtype_t is the C API code column of core/dtype.h's table; each enumerator of c_api.h must equal its row's code.
+#define DT_C_CODE_(n, type, str, fp, long_name, c_name, c_code, ...) \
+  static_assert(DT_##c_name == (c_code), "dt_dtype_t DT_" #c_name " in c_api.h differs from core/dtype.h's row");
+DT_FOR_EACH_DTYPE(DT_C_CODE_)
+#undef DT_C_CODE_
+
 DType to_dtype(int32_t code) {
   switch (code) {
-    case DT_FLOAT32:
-      return DType::f32;
-    case DT_FLOAT64:
-      return DType::f64;
-    case DT_FLOAT16:
-      return DType::f16;
-    case DT_BFLOAT16:
-      return DType::bf16;
-    case DT_INT8:
-      return DType::i8;
-    case DT_INT32:
-      return DType::i32;
-    case DT_INT64:
-      return DType::i64;
-    case DT_UINT8:
-      return DType::u8;
-    case DT_BOOL:
-      return DType::b8;
+#define DT_FROM_C_(n, type, str, fp, long_name, c_name, c_code, ...) \
+  case c_code:                                                       \
+    return DType::n;
+    DT_FOR_EACH_DTYPE(DT_FROM_C_)
+#undef DT_FROM_C_
   }
-  DT_THROW(InvalidArgument, "unknown dtype code ", code, " (dt_dtype_t: 0 DT_FLOAT32 .. 8 DT_BOOL)");
+  std::string known;
+#define DT_KNOWN_(n, type, str, fp, long_name, c_name, c_code, ...) \
+  known += (known.empty() ? "" : ", ") + std::to_string(c_code) + " DT_" #c_name;
+  DT_FOR_EACH_DTYPE(DT_KNOWN_)
+#undef DT_KNOWN_
+  DT_THROW(InvalidArgument, "unknown dtype code ", code, " (dt_dtype_t: ", known, ")");
 }
 
 int32_t from_dtype(DType dtype) {
-  for (int32_t c = DT_FLOAT32; c <= DT_BOOL; ++c)
-    if (to_dtype(c) == dtype) return c;
-  DT_THROW(InternalError, "dtype ", dtype_name(dtype), " has no C code");
+  switch (dtype) {
+#define DT_TO_C_(n, type, str, fp, long_name, c_name, c_code, ...) \
+  case DType::n:                                                   \
+    return c_code;
+    DT_FOR_EACH_DTYPE(DT_TO_C_)
+#undef DT_TO_C_
+  }
+  DT_THROW(InternalError, "dtype ", int(dtype), " has no C code");
 }
 
 Device to_device(const dt_device_t& d) {

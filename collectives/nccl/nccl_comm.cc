@@ -56,25 +56,14 @@ std::string nccl_message(ncclResult_t r, ncclComm_t comm) {
   }
 }
 
+// The NCCL type is a column of core/dtype.h's table.
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
-    case DType::f32:
-      return ncclFloat32;
-    case DType::f64:
-      return ncclFloat64;
-    case DType::f16:
-      return ncclFloat16;
-    case DType::bf16:
-      return ncclBfloat16;
-    case DType::i8:
-      return ncclInt8;
-    case DType::i32:
-      return ncclInt32;
-    case DType::i64:
-      return ncclInt64;
-    case DType::u8:
-    case DType::b8:
-      return ncclUint8;
+#define DT_NCCL_(n, type, str, fp, long_name, c_name, c_code, dl_code, st_name, nccl_t) \
+  case DType::n:                                                                        \
+    return nccl##nccl_t;
+    DT_FOR_EACH_DTYPE(DT_NCCL_)
+#undef DT_NCCL_
   }
   DT_THROW(Unsupported, "dtype ", dtype_name(t), " has no NCCL equivalent");
 }

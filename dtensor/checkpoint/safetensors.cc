@@ -15,13 +15,16 @@ namespace json = boost::json;
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the safetensors library's own limit
 
+// The safetensors names are a column of core/dtype.h's table.
 struct DtypeName {
   DType dtype;
   const char* name;
 };
-constexpr DtypeName kNames[] = {{DType::f32, "F32"},   {DType::f64, "F64"}, {DType::f16, "F16"},
-                                {DType::bf16, "BF16"}, {DType::i8, "I8"},   {DType::i32, "I32"},
-                                {DType::i64, "I64"},   {DType::u8, "U8"},   {DType::b8, "BOOL"}};
+constexpr DtypeName kNames[] = {
+#define DT_ST_NAME_(n, type, str, fp, long_name, c_name, c_code, dl_code, st_name, ...) {DType::n, st_name},
+    DT_FOR_EACH_DTYPE(DT_ST_NAME_)
+#undef DT_ST_NAME_
+};
 
 [[noreturn]] void bad(const std::string& file, const std::string& what) {
   DT_THROW(InvalidArgument, "safetensors file '", file, "': ", what);

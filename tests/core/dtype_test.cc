@@ -58,9 +58,13 @@ TEST(DType, TableIsConsistent) {
   for (int i = 0; i < kNumDTypes; ++i) {
     DType t = static_cast<DType>(i);
     EXPECT_EQ(dtype_from_name(dtype_name(t)), t);
+    EXPECT_EQ(dtype_from_name(dtype_long_name(t)), t);
     size_t sz = dispatch_dtype(t, [&]<typename T>() { return sizeof(T); });
     EXPECT_EQ(sz, dtype_size(t));
   }
+  EXPECT_STREQ(dtype_long_name(DType::bf16), "bfloat16");  // PyTorch's names
+  EXPECT_STREQ(dtype_long_name(DType::b8), "bool");
+  EXPECT_EQ(dtype_from_name("half"), DType::f16);
   EXPECT_TRUE(is_floating(DType::f16));
   EXPECT_FALSE(is_floating(DType::i32));
   try {
@@ -68,6 +72,7 @@ TEST(DType, TableIsConsistent) {
     FAIL();
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'f8'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("f32, f64, f16, bf16, i8, i32, i64, u8, bool"), std::string::npos) << e.what();
   }
   EXPECT_EQ(reduce_op_from_name("prod"), ReduceOp::kProduct);
   EXPECT_THROW(reduce_op_from_name("xor"), InvalidArgument);

@@ -108,13 +108,27 @@ class DLManagedTensorVersioned(Structure):
     pass
 
 
+class DLManagedTensor(Structure):  # pre-1.0 producers' tensors (from_dlpack wraps them)
+    pass
+
+
+DL_LEGACY_DELETER = CFUNCTYPE(None, POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", c_void_p), ("deleter", DL_LEGACY_DELETER)]
 DL_DELETER = CFUNCTYPE(None, POINTER(DLManagedTensorVersioned))
 DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx", c_void_p), ("deleter", DL_DELETER),
                                      ("flags", c_uint64), ("dl_tensor", DLTensor)]
 
 # ---- codes -----------------------------------------------------------------------------------------------------
 
+# Every enum of api/dtensor/c_api.h, mirrored here once (tests/bindings/c_api_drift.py checks each against the header;
+# the status codes are the classes of errors.py).
 OK = 0
+# dt_dtype_t by PyTorch's / NumPy's name (core/dtype.h's long names).
+DTYPE_CODES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3, "int8": 4, "int32": 5, "int64": 6, "uint8": 7,
+               "bool": 8}
+DT_DEVICE_CPU, DT_DEVICE_CUDA = 1, 2
+# dt_reduce_op_t by name.
+REDUCE_OPS = {"sum": 0, "avg": 1, "max": 2, "min": 3, "product": 4}
 DT_REPLICATE, DT_SHARD, DT_PARTIAL = 0, 1, 2
 DT_COPY, DT_ZERO_COPY = 0, 1
 DT_DLPACK_COPY, DT_DLPACK_READ_ONLY = 1, 2
@@ -170,7 +184,7 @@ _SIGNATURES = {
     "dt_plan_describe": [_p(c_int64), c_int32, _p(c_int64), c_int32, _p(Placement), _p(Placement), c_int32, c_char_p,
                          c_size_t, _p(c_size_t)],
     "dt_tensor_to_dlpack": [_h, c_uint32, _p(_p(DLManagedTensorVersioned))],
-    "dt_tensor_from_dlpack": [_h, c_void_p, _p(Placement), c_int32, _p(FromLocalParams), c_uint32, _p(_h)],
+    "dt_tensor_from_dlpack": [_h, _p(DLManagedTensorVersioned), _p(Placement), c_int32, _p(FromLocalParams), c_uint32, _p(_h)],
     "dt_checkpoint_save": [c_char_p, _p(c_char_p), _p(_h), c_int32, c_char_p, _p(_h)],
     "dt_checkpoint_load": [c_char_p, _p(c_char_p), _p(_h), c_int32, c_int32, c_char_p, c_size_t, _p(c_size_t)],
     "dt_fsdp_group_create": [_h, c_char_p, _p(c_char_p), _p(_h), c_int32, _p(FsdpOptions), _p(_h)],

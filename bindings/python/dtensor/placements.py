@@ -5,7 +5,7 @@ from dataclasses import dataclass, fields
 
 from . import _lib
 
-_REDUCE_OPS = ("sum", "avg", "max", "min", "product")
+_REDUCE_OPS = tuple(sorted(_lib.REDUCE_OPS, key=_lib.REDUCE_OPS.get))  # by dt_reduce_op_t code
 
 
 class Placement:
@@ -94,7 +94,7 @@ class Partial(Placement):
         return cls._intern(reduce_op)
 
     def _c(self):
-        return _lib.Placement(_lib.DT_PARTIAL, 0, _REDUCE_OPS.index(self.reduce_op), -1)
+        return _lib.Placement(_lib.DT_PARTIAL, 0, _lib.REDUCE_OPS[self.reduce_op], -1)
 
     def __str__(self):
         return f"P({self.reduce_op})"

@@ -22,29 +22,29 @@ lib = _lib.lib
 _KDL_CUDA = 2  # DLDeviceType kDLCUDA
 _speedups = _lib.speedups  # None without the compiled fast paths
 
-# dt_dtype_t -> NumPy dtype. bfloat16 has no NumPy type: its blocks are raw uint16 (torch reads them as bf16).
-_NP_DTYPES = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint16, 4: np.int8, 5: np.int32, 6: np.int64,
-              7: np.uint8, 8: np.bool_}
-_DT_NAMES = {0: "float32", 1: "float64", 2: "float16", 3: "bfloat16", 4: "int8", 5: "int32", 6: "int64", 7: "uint8",
-             8: "bool"}
-_DT_OF_NP = {np.dtype(v): k for k, v in _NP_DTYPES.items() if k != 3}
+# dt_dtype_t -> NumPy dtype and name, from the one table in _lib. bfloat16 has no NumPy type: its blocks are raw
+# uint16 (torch reads them as bf16).
+_BF16 = _lib.DTYPE_CODES["bfloat16"]
+_DT_NAMES = {code: name for name, code in _lib.DTYPE_CODES.items()}
+_NP_DTYPES = {code: np.dtype(np.uint16 if code == _BF16 else name) for name, code in _lib.DTYPE_CODES.items()}
+_DT_OF_NP = {v: k for k, v in _NP_DTYPES.items() if k != _BF16}
 
 
 def _dtype_code(dtype):
     """A dt_dtype_t from a NumPy dtype or a name ("bfloat16" reads uint16 data as bf16)."""
     if isinstance(dtype, str) and dtype in ("bfloat16", "bf16"):
-        return 3
+        return _BF16
     try:
         return _DT_OF_NP[np.dtype(dtype)]
     except (KeyError, TypeError):
-        raise TypeError(f"dtensor: dtype {dtype} is not supported (float32, float64, float16, bfloat16 as uint16, "
-                        f"int8, int32, int64, uint8, bool)") from None
+        raise TypeError(f"dtensor: dtype {dtype} is not supported ({', '.join(_lib.DTYPE_CODES)}; bfloat16 data as "
+                        f"uint16)") from None
 
 
 def _buffer(arr, dtype=None):
     """A dt_buffer_t over a NumPy array (C-contiguous, or with its strides), and the arrays it points into."""
     code = _dtype_code(dtype if dtype is not None else arr.dtype)
-    if code == 3 and arr.dtype != np.uint16:
+    if code == _BF16 and arr.dtype != np.uint16:
         raise TypeError(f"dtensor: bfloat16 data must be given as uint16, got {arr.dtype}")
     shape = _lib.int64_array(arr.shape)
     strides = None
@@ -143,13 +143,8 @@ def _versioned_ptr_from_capsule(capsule):
     raise TypeError("dtensor.from_dlpack: __dlpack__ returned no unused 'dltensor_versioned' or 'dltensor' capsule")
 
 
-class _DLManagedTensor(ctypes.Structure):
-    pass
-
-
-_LEGACY_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
-_DLManagedTensor._fields_ = [("dl_tensor", _lib.DLTensor), ("manager_ctx", ctypes.c_void_p),
-                             ("deleter", _LEGACY_DELETER)]
+_DLManagedTensor = _lib.DLManagedTensor  # a pre-1.0 DLPack tensor
+_LEGACY_DELETER = _lib.DL_LEGACY_DELETER
 _wrapped = {}
 
 
@@ -326,7 +321,7 @@ class DTensor(_TensorBase):
     def full_tensor(self):
         """The whole tensor on every rank, as a new NumPy array (collective over the mesh)."""
         out = np.empty(self.shape, _NP_DTYPES[self.dtype_code])
-        buf, _keep = _buffer(out, "bfloat16" if self.dtype_code == 3 else None)
+        buf, _keep = _buffer(out, "bfloat16" if self.dtype_code == _BF16 else None)
         lib.dt_tensor_full(self._h, ctypes.byref(buf))
         return out
 
@@ -467,6 +462,7 @@ def from_dlpack(obj, mesh, placements, shape=None, copy=False, run_check=False):
     spec, n = _spec(placements)
     params = _from_local_params(shape, run_check)
     h = ctypes.c_void_p()
+    ptr = ctypes.cast(ptr, ctypes.POINTER(_lib.DLManagedTensorVersioned))
     lib.dt_tensor_from_dlpack(mesh.handle, ptr, spec, n, ctypes.byref(params), _lib.DT_DLPACK_COPY if copy else 0,
                               ctypes.byref(h))
     return DTensor(h.value)
