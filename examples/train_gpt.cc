@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
     auto model = std::make_shared<dt::nn::Gpt>(cfg);
     if (a.tp > 1) dt::nn::parallelize_module(model, tp, dt::nn::gpt_tp_plan(cfg, a.sequence_parallel));
     if (a.checkpoint)
-      for (auto& block : model->layers) block->set_checkpointing(true);
+      for (auto& block : model->layers) block->set_activation_checkpointing(true);
     model->materialize(tp, uint64_t(a.seed));
     if (a.fsdp) {
       // Blocks first, then the root (embeddings, final norm, head). Gradients are summed (the loss below is already

@@ -46,12 +46,12 @@ EnableGradGuard::~EnableGradGuard() { t_grad_enabled = prev_; }
 
 // ---- tensors of a given layout ----
 
-DTensor zeros_like(const OutputMeta& m) {
+DTensor zeros_like(const OutputLayout& m) {
   return dt::zeros(m.shape, m.mesh, m.spec.placements(),
                    {.dtype = m.dtype, .seed = 0, .shard_order = m.spec.shard_order()});
 }
 
-DTensor zeros_like(const DTensor& t) { return zeros_like(OutputMeta{t.mesh(), t.spec(), t.shape(), t.dtype()}); }
+DTensor zeros_like(const DTensor& t) { return zeros_like(OutputLayout{t.mesh(), t.spec(), t.shape(), t.dtype()}); }
 
 DTensor ones_like(const DTensor& t) {
   std::vector<Placement> p = t.placements();
@@ -106,7 +106,7 @@ std::vector<Variable> record(const std::string& name, const std::vector<Variable
       edges[i] = Edge{v.grad_fn(), nullptr, v.output_nr()};
   }
   auto node = std::make_shared<Node>(name, std::move(edges), std::move(fn));
-  for (const DTensor& o : outputs) node->outputs_.push_back(OutputMeta{o.mesh(), o.spec(), o.shape(), o.dtype()});
+  for (const DTensor& o : outputs) node->outputs_.push_back(OutputLayout{o.mesh(), o.spec(), o.shape(), o.dtype()});
   for (size_t i = 0; i < outputs.size(); ++i)
     result.push_back(Variable::make_output(std::move(outputs[i]), node, int(i)));
   return result;

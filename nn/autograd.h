@@ -31,7 +31,9 @@ struct Edge {
   bool valid() const { return node != nullptr || leaf != nullptr; }
 };
 
-struct OutputMeta {
+// The layout of a node's output (dt::OutputMeta, a rule's shape and dtype, is the op funnel's): the gradient that
+// flows back to it takes this layout, and zeros of it stand in for a gradient that does not flow.
+struct OutputLayout {
   DeviceMesh mesh;
   ShardingSpec spec;
   Shape shape;
@@ -45,7 +47,7 @@ class Node {
   uint64_t sequence_nr() const { return seq_; }
   const std::vector<Edge>& next_edges() const { return next_; }
   bool needs_input_grad(size_t i) const { return i < next_.size() && next_[i].valid(); }
-  const std::vector<OutputMeta>& outputs() const { return outputs_; }
+  const std::vector<OutputLayout>& outputs() const { return outputs_; }
 
   // Hooks on the gradient of output i (a non-leaf Variable's register_hook / retain_grad).
   int add_output_hook(int output_nr, GradHook hook);
@@ -65,7 +67,7 @@ class Node {
   uint64_t seq_;
   std::vector<Edge> next_;
   BackwardFn fn_;
-  std::vector<OutputMeta> outputs_;
+  std::vector<OutputLayout> outputs_;
   std::vector<std::tuple<int, int, GradHook>> output_hooks_;  // (id, output_nr, hook)
   int next_hook_id_ = 0;
   std::vector<std::function<void()>> pre_hooks_;
@@ -94,7 +96,7 @@ bool in_backward();
 DTensor accumulate_grad(const DTensor& a, const DTensor& b);
 // Zeros with t's global shape, dtype, mesh and placements (Partial: zeros are a valid partial value).
 DTensor zeros_like(const DTensor& t);
-DTensor zeros_like(const OutputMeta& meta);
+DTensor zeros_like(const OutputLayout& meta);
 DTensor ones_like(const DTensor& t);  // Partial placements become Replicate
 
 }  // namespace dt::nn

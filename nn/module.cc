@@ -354,7 +354,7 @@ struct BackwardHookState {
 }  // namespace
 
 std::vector<Variable> Module::call_forward(const std::vector<Variable>& inputs) {
-  if (!checkpoint_ || !grad_enabled()) return forward(inputs);
+  if (!activation_checkpointing_ || !grad_enabled()) return forward(inputs);
   // Activation checkpointing: run without recording; one node whose backward recomputes the forward with
   // recording on (from detached inputs) and runs a backward through it. The parameters' gradients are
   // accumulated by that inner backward; the node returns the inputs' gradients.
@@ -373,10 +373,10 @@ std::vector<Variable> Module::call_forward(const std::vector<Variable>& inputs) 
   for (auto& [n, p] : named_parameters()) edges.push_back(p);
   const size_t n_in = inputs.size();
   std::weak_ptr<Module> self = weak_from_this();
-  return record("checkpoint(" + type_name_ + ")", edges, out_data,
+  return record("activation_checkpoint(" + type_name_ + ")", edges, out_data,
                 [self, inputs, n_in, n_edges = edges.size(), rng](const std::vector<DTensor>& grads) {
                   auto m = self.lock();
-                  DT_CHECK_ARG(m != nullptr, "checkpoint: the module was destroyed before its backward");
+                  DT_CHECK_ARG(m != nullptr, "activation checkpointing: the module was destroyed before its backward");
                   std::vector<Variable> detached;
                   for (const Variable& in : inputs) {
                     Variable d = in.defined() ? in.detach() : Variable();

@@ -109,8 +109,8 @@ class Module : public std::enable_shared_from_this<Module> {
   bool is_training() const { return training_; }
   void zero_grad();
   // Recompute this module's forward in backward instead of keeping its activations.
-  void set_checkpointing(bool on) { checkpoint_ = on; }
-  bool checkpointing() const { return checkpoint_; }
+  void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
 
   // ---- hooks ----
   using ForwardPreHook = std::function<std::optional<std::vector<Variable>>(Module&, const std::vector<Variable>&)>;
@@ -157,7 +157,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, DTensor>> buffers_;
   std::vector<std::pair<std::string, ModulePtr>> children_;
   bool training_ = true;
-  bool checkpoint_ = false;
+  bool activation_checkpointing_ = false;
   int next_hook_id_ = 0;
   std::vector<std::pair<int, ForwardPreHook>> forward_pre_hooks_;
   std::vector<std::pair<int, ForwardHook>> forward_hooks_;

@@ -44,22 +44,42 @@ void set_layout(Module& m, const std::string& fqn, const std::string& param, con
   m.set_parameter_layout(param, mesh, {n});
 }
 
-// Installs an input hook (every defined input to `in`, or per-input layouts) and an output hook.
-void install_io(Module& m, const std::string& fqn, std::vector<std::optional<Placement>> in,
-                std::vector<std::optional<Placement>> out) {
-  if (!in.empty())
-    m.register_forward_pre_hook([in, fqn](Module&, const std::vector<Variable>& xs) {
-      std::vector<Variable> r = xs;
-      for (size_t i = 0; i < r.size() && i < in.size(); ++i)
-        if (in[i]) r[i] = to_layout(r[i], *in[i], fqn, "input");
-      return std::optional<std::vector<Variable>>(r);
+// Per positional input or output: the placement it is declared to have (a style's input_layouts /
+// output_layouts given; nullopt: anything) and the one to move it to (nullopt: leave it).
+struct Io {
+  std::vector<std::optional<Placement>> given, want;
+};
+
+// x checked against its declared placement: the plan says what arrives, so another placement is the plan's bug (or
+// the caller's), named, rather than silently redistributed.
+void check_given(const Variable& x, const std::optional<Placement>& given, const std::string& fqn, const char* what,
+                 const std::string& style) {
+  if (!given || !x.defined() || x.mesh().ndim() != 1) return;
+  const Placement p = normalized(*given, x.dim());
+  DT_CHECK_ARG(x.placements()[0] == p, "parallelize_module: ", style, " of ", fqn, " declares its ", what, " ",
+               dt::to_string(p), " (", what, "_layouts), but it arrived ", dt::to_string(x.placements()[0]),
+               "; fix the plan or redistribute the ", what, " first");
+}
+
+std::vector<Variable> apply_io(const std::vector<Variable>& xs, const Io& io, const std::string& fqn, const char* what,
+                               const std::string& style) {
+  std::vector<Variable> r = xs;
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (i < io.given.size()) check_given(r[i], io.given[i], fqn, what, style);
+    if (i < io.want.size() && io.want[i]) r[i] = to_layout(r[i], *io.want[i], fqn, what);
+  }
+  return r;
+}
+
+// Installs an input hook and an output hook (none for an empty Io).
+void install_io(Module& m, const std::string& fqn, const std::string& style, Io in, Io out) {
+  if (!in.given.empty() || !in.want.empty())
+    m.register_forward_pre_hook([in, fqn, style](Module&, const std::vector<Variable>& xs) {
+      return std::optional<std::vector<Variable>>(apply_io(xs, in, fqn, "input", style));
     });
-  if (!out.empty())
-    m.register_forward_hook([out, fqn](Module&, const std::vector<Variable>&, const std::vector<Variable>& ys) {
-      std::vector<Variable> r = ys;
-      for (size_t i = 0; i < r.size() && i < out.size(); ++i)
-        if (out[i]) r[i] = to_layout(r[i], *out[i], fqn, "output");
-      return std::optional<std::vector<Variable>>(r);
+  if (!out.given.empty() || !out.want.empty())
+    m.register_forward_hook([out, fqn, style](Module&, const std::vector<Variable>&, const std::vector<Variable>& ys) {
+      return std::optional<std::vector<Variable>>(apply_io(ys, out, fqn, "output", style));
     });
 }
 
@@ -72,10 +92,10 @@ class Colwise : public ParallelStyle {
     if (auto* lin = dynamic_cast<Linear*>(&m)) {
       set_layout(m, fqn, "weight", mesh, Shard{0}, 2);
       if (lin->bias.impl()) set_layout(m, fqn, "bias", mesh, Shard{0}, 1);
-      install_io(m, fqn, {Placement(Replicate{})}, {out});
+      install_io(m, fqn, name(), {{o_.input_layouts}, {Placement(Replicate{})}}, {{}, {out}});
     } else if (dynamic_cast<Embedding*>(&m)) {
       set_layout(m, fqn, "weight", mesh, Shard{1}, 2);
-      install_io(m, fqn, {Placement(Replicate{})}, {out});
+      install_io(m, fqn, name(), {{o_.input_layouts}, {Placement(Replicate{})}}, {{}, {out}});
     } else {
       DT_THROW(InvalidArgument, "parallelize_module: ColwiseParallel applies to Linear or Embedding, but ", fqn,
                " is a ", m.type_name());
@@ -95,10 +115,10 @@ class Rowwise : public ParallelStyle {
     if (auto* lin = dynamic_cast<Linear*>(&m)) {
       set_layout(m, fqn, "weight", mesh, Shard{1}, 2);
       if (lin->bias.impl()) set_layout(m, fqn, "bias", mesh, Replicate{}, 1);
-      install_io(m, fqn, {Placement(Shard{-1})}, {out});
+      install_io(m, fqn, name(), {{o_.input_layouts}, {Placement(Shard{-1})}}, {{}, {out}});
     } else if (dynamic_cast<Embedding*>(&m)) {
       set_layout(m, fqn, "weight", mesh, Shard{0}, 2);
-      install_io(m, fqn, {Placement(Replicate{})}, {out});
+      install_io(m, fqn, name(), {{o_.input_layouts}, {Placement(Replicate{})}}, {{}, {out}});
     } else {
       DT_THROW(InvalidArgument, "parallelize_module: RowwiseParallel applies to Linear or Embedding, but ", fqn,
                " is a ", m.type_name());
@@ -118,7 +138,7 @@ class SeqParallel : public ParallelStyle {
                  "parallelize_module: SequenceParallel applies to LayerNorm or RMSNorm, but ", fqn, " is a ",
                  m.type_name());
     for (auto& [name, p] : m.named_parameters(false)) set_layout(m, fqn, name, mesh, Replicate{}, 1);
-    install_io(m, fqn, {Placement(Shard{dim_})}, {Placement(Shard{dim_})});
+    install_io(m, fqn, name(), {{}, {Placement(Shard{dim_})}}, {{}, {Placement(Shard{dim_})}});
   }
 
  private:
@@ -134,9 +154,9 @@ class PrepareIO : public ParallelStyle {
     DT_CHECK_ARG(given_.size() == desired_.size(), "parallelize_module: ", name(), " for ", fqn, " has ", given_.size(),
                  " layouts but ", desired_.size(), " desired layouts");
     if (input_)
-      install_io(m, fqn, desired_, {});
+      install_io(m, fqn, name(), {given_, desired_}, {});
     else
-      install_io(m, fqn, {}, desired_);
+      install_io(m, fqn, name(), {}, {given_, desired_});
   }
 
  private:

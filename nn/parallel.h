@@ -9,8 +9,11 @@
 //                      Embedding: weight Shard(0) (vocab); ids Replicate; output Partial -> Replicate
 //   SequenceParallel   LayerNorm / RMSNorm on sequence shards: input -> Shard(1), output Shard(1), weights Replicate
 //   PrepareModuleInput / PrepareModuleOutput: redistribute a module's inputs / outputs, nothing else.
-// Inputs are DTensors, so input_layouts only document what a module expects: an input with other placements is
-// redistributed to the desired ones (as PyTorch does for DTensor inputs); output_layouts say where outputs go. Loss
+// Inputs are DTensors, so input_layouts declare the placement an input arrives with (PyTorch uses them to wrap plain
+// tensors): when given, an input that arrives otherwise is an InvalidArgument naming the module, both placements
+// and the style; when nullopt (the default) any placement is taken. Either way the input is then redistributed to
+// what the module computes on (Colwise: Replicate; Rowwise: Shard(-1) for Linear, Replicate for Embedding).
+// output_layouts say where outputs go. Loss
 // parallel: a Colwise output projection with output_layouts Shard(-1) gives class-sharded logits, and dt::cross_entropy
 // on them never gathers them (dtensor/ops/loss.h). The mesh must be 1-d (the tp dim: mesh["tp"]); a pattern that names
 // no module, a style on a module it does not support, or a parameter without the dim a style shards is an
@@ -38,17 +41,18 @@ using StylePtr = std::shared_ptr<const ParallelStyle>;
 using ParallelPlan = std::vector<std::pair<std::string, StylePtr>>;
 
 struct ColwiseOptions {
-  std::optional<Placement> input_layouts;   // default Replicate
+  std::optional<Placement> input_layouts;   // checked when given (see above); default: any
   std::optional<Placement> output_layouts;  // default Shard(-1)
 };
 struct RowwiseOptions {
-  std::optional<Placement> input_layouts;   // default Shard(-1) (Linear), Replicate (Embedding)
+  std::optional<Placement> input_layouts;   // checked when given (see above); default: any
   std::optional<Placement> output_layouts;  // default Replicate
 };
 StylePtr ColwiseParallel(ColwiseOptions options = {});
 StylePtr RowwiseParallel(RowwiseOptions options = {});
 StylePtr SequenceParallel(int64_t sequence_dim = 1);
-// Per positional input: the placements it is expected to have (nullopt: anything) and the ones to move it to.
+// Per positional input (output): the placement it is declared to have, checked like input_layouts (nullopt:
+// anything), and the one to move it to (nullopt: left as it is).
 StylePtr PrepareModuleInput(std::vector<std::optional<Placement>> input_layouts,
                             std::vector<std::optional<Placement>> desired_input_layouts);
 StylePtr PrepareModuleOutput(std::vector<std::optional<Placement>> output_layouts,

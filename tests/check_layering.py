@@ -84,28 +84,30 @@ SOURCE_EXT = (".h", ".hpp", ".cc", ".cpp", ".cu", ".cuh", ".c")
 def violations(root):
     out = []
     for layer, allowed in ALLOWED.items():
-        top = os.path.join(root, layer)
-        for dirpath, _, files in os.walk(top):
-            for name in files:
-                if not name.endswith(SOURCE_EXT):
+        for rel, text in source_files(root, layer):
+            for m in INCLUDE.finditer(text):
+                folder = m.group(1)
+                if folder not in LAYERS or folder == layer:
                     continue
-                path = os.path.join(dirpath, name)
-                rel = os.path.relpath(path, root)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-                for m in INCLUDE.finditer(text):
-                    folder = m.group(1)
-                    if folder not in LAYERS or folder == layer:
-                        continue
-                    ok = folder in allowed
-                    if layer == "fsdp" and folder == "nn" and not rel.startswith(FSDP_ENGINE_EXCEPTIONS):
-                        ok = False
-                    if not ok:
-                        line = text.count("\n", 0, m.start()) + 1
-                        out.append(f"{rel}:{line}: layer '{layer}' may not include '{folder}/' "
-                                   f"(allowed: {', '.join(sorted(allowed)) or 'nothing of ours'})")
-                out += sublayer_violations(rel, text)
+                ok = folder in allowed
+                if layer == "fsdp" and folder == "nn" and not rel.startswith(FSDP_ENGINE_EXCEPTIONS):
+                    ok = False
+                if not ok:
+                    line = text.count("\n", 0, m.start()) + 1
+                    out.append(f"{rel}:{line}: layer '{layer}' may not include '{folder}/' "
+                               f"(allowed: {', '.join(sorted(allowed)) or 'nothing of ours'})")
+            out += sublayer_violations(rel, text)
     return out
+
+
+def source_files(root, top):
+    """(path relative to root, text) of every C/C++/CUDA source below root/top."""
+    for dirpath, _, files in os.walk(os.path.join(root, top)):
+        for name in files:
+            if name.endswith(SOURCE_EXT):
+                path = os.path.join(dirpath, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    yield os.path.relpath(path, root), f.read()
 
 
 def sublayer_violations(rel, text):
@@ -177,20 +179,13 @@ def private_violations(root):
     """Files outside a floor that name what is private to it."""
     out = []
     for top in PRIVATE_SCAN:
-        for dirpath, _, files in os.walk(os.path.join(root, top)):
-            for name in files:
-                if not name.endswith(SOURCE_EXT):
+        for rel, text in source_files(root, top):
+            for pattern, owner, what in PRIVATE_NAMES:
+                if rel.startswith(owner):
                     continue
-                path = os.path.join(dirpath, name)
-                rel = os.path.relpath(path, root)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-                for pattern, owner, what in PRIVATE_NAMES:
-                    if rel.startswith(owner):
-                        continue
-                    for m in pattern.finditer(text):
-                        line = text.count("\n", 0, m.start()) + 1
-                        out.append(f"{rel}:{line}: names {what}, private to {owner}; use the public API")
+                for m in pattern.finditer(text):
+                    line = text.count("\n", 0, m.start()) + 1
+                    out.append(f"{rel}:{line}: names {what}, private to {owner}; use the public API")
     return out
 
 

@@ -6,6 +6,7 @@
 
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/rule_util.h"
+#include "kernels/ops/elementwise.h"
 #include "kernels/ops/type_promotion.h"
 
 namespace dt {
@@ -339,6 +340,57 @@ OpRule to_rule() {
   return r;
 }
 
+// Pointwise unary ops: inputs (grad_out, saved) of one shape, where saved is the forward's input or output (see
+// kernels/ops/elementwise.h per op). Linear in grad_out, so a Partial(sum) gradient passes through.
+OpRule unary_backward_rule(const std::string& op) {
+  OpRule r;
+  r.name = op + "_backward";
+  r.input_names = {"grad_out", "saved"};
+  r.meta = [](const OpSchema& s) {
+    check_defined_input(s, 0, "grad_out");
+    check_defined_input(s, 1, "saved");
+    check_same_shape(s, 0, 1, "grad_out", "the saved tensor");
+    return std::vector<OutputMeta>{{s.inputs[0].shape, s.inputs[0].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    std::vector<DimStrategy> v{replicate_all(2, 1)};
+    for (int64_t d = 0; d < s.inputs[0].ndim(); ++d) v.push_back(strategy({S(d)}, {S(d), S(d)}));
+    v.push_back(strategy({P()}, {P(), R()}));
+    return v;
+  };
+  r.compute = [op](const OpCall& c, const std::vector<Tensor>& in) {
+    const Tensor& g = in[0];
+    const Tensor& t = in[1];
+    Tensor out;
+    if (op == "relu")
+      out = kernels::relu_backward(g, t);
+    else if (op == "exp")
+      out = kernels::exp_backward(g, t);
+    else if (op == "log")
+      out = kernels::log_backward(g, t);
+    else if (op == "sqrt")
+      out = kernels::sqrt_backward(g, t);
+    else if (op == "rsqrt")
+      out = kernels::rsqrt_backward(g, t);
+    else if (op == "tanh")
+      out = kernels::tanh_backward(g, t);
+    else if (op == "sigmoid")
+      out = kernels::sigmoid_backward(g, t);
+    else if (op == "silu")
+      out = kernels::silu_backward(g, t);
+    else if (op == "abs")
+      out = kernels::abs_backward(g, t);
+    else if (op == "gelu")
+      out = kernels::gelu_backward(g, t, kernels::GeluApprox(c.params().get_int("approx")));
+    else if (op == "pow_scalar")
+      out = kernels::pow_scalar_backward(g, t, c.params().get_double("exponent"));
+    else
+      DT_ASSERT(false, "no unary backward for ", op);
+    return std::vector<Tensor>{out};
+  };
+  return r;
+}
+
 }  // namespace
 
 void register_elementwise_rules(std::vector<OpRule>& rules) {
@@ -351,6 +403,8 @@ void register_elementwise_rules(std::vector<OpRule>& rules) {
   rules.push_back(where_rule());
   rules.push_back(masked_fill_rule());
   rules.push_back(to_rule());
+  for (const char* op : {"relu", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "abs", "gelu", "pow_scalar"})
+    rules.push_back(unary_backward_rule(op));
 }
 
 }  // namespace ops::detail

@@ -127,11 +127,45 @@ OpRule linear_rule() {
   return r;
 }
 
+// Inputs (grad_out, x, weight) -> (grad_x, grad_weight); the bias gradient is a sum of grad_out (nn/ uses dt::sum).
+OpRule linear_backward_rule() {
+  OpRule r;
+  r.name = "linear_backward";
+  r.input_names = {"grad_out", "x", "weight"};
+  r.meta = [](const OpSchema& s) {
+    for (size_t i = 0; i < 3; ++i) check_defined_input(s, i, std::vector<std::string>{"grad_out", "x", "weight"}[i]);
+    const Shape& x = s.inputs[1].shape;
+    const Shape& w = s.inputs[2].shape;
+    DT_CHECK_ARG(w.size() == 2 && !x.empty() && x.back() == w[1], "dt::linear_backward: x ", shape_str(x),
+                 " and weight ", shape_str(w), " do not match");
+    Shape g = x;
+    g.back() = w[0];
+    DT_CHECK_ARG(s.inputs[0].shape == g, "dt::linear_backward: grad_out must have shape ", shape_str(g), ", got ",
+                 shape_str(s.inputs[0].shape));
+    return std::vector<OutputMeta>{{x, s.inputs[1].dtype}, {w, s.inputs[2].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    const int64_t last = s.inputs[1].ndim() - 1;
+    std::vector<DimStrategy> v{replicate_all(3, 2)};
+    for (int64_t d = 0; d < last; ++d) v.push_back(strategy({S(d), P()}, {S(d), S(d), R()}));  // data parallel
+    v.push_back(strategy({P(), S(0)}, {S(last), R(), S(0)}));                                  // column parallel
+    v.push_back(strategy({S(last), S(1)}, {R(), S(last), S(1)}));                              // row parallel
+    v.push_back(strategy({P(), P()}, {P(), R(), R()}));
+    return v;
+  };
+  r.compute = [](const OpCall&, const std::vector<Tensor>& in) {
+    kernels::LinearGrads g = kernels::linear_backward(in[0], in[1], in[2], /*need_grad_bias=*/false);
+    return std::vector<Tensor>{g.grad_x, g.grad_weight};
+  };
+  return r;
+}
+
 }  // namespace
 
 void register_matmul_rules(std::vector<OpRule>& rules) {
   rules.push_back(matmul_rule());
   rules.push_back(linear_rule());
+  rules.push_back(linear_backward_rule());
 }
 
 }  // namespace ops::detail

@@ -30,7 +30,6 @@ const Registry& registry() {
     detail::register_embedding_rules(reg->rules);
     detail::register_loss_rules(reg->rules);
     detail::register_view_rules(reg->rules);
-    detail::register_backward_rules(reg->rules);
     detail::register_dropout_rules(reg->rules);
     detail::register_index_rules(reg->rules);
     for (size_t i = 0; i < reg->rules.size(); ++i) {

@@ -16,6 +16,12 @@ inline Placement R() { return Replicate{}; }
 inline Placement S(int64_t d) { return Shard{d}; }
 inline Placement P(ReduceOp op = ReduceOp::kSum) { return Partial{op}; }
 
+// Inputs i and j have one shape (names a and b say which in the error).
+inline void check_same_shape(const OpSchema& s, size_t i, size_t j, const char* a, const char* b) {
+  DT_CHECK_ARG(s.inputs[i].shape == s.inputs[j].shape, "dt::", s.op, ": ", a, " has shape ",
+               shape_str(s.inputs[i].shape), " but ", b, " has ", shape_str(s.inputs[j].shape));
+}
+
 inline DimStrategy strategy(std::vector<Placement> outputs, std::vector<Placement> inputs) {
   return DimStrategy{std::move(outputs), std::move(inputs)};
 }
@@ -66,7 +72,6 @@ void register_norm_rules(std::vector<OpRule>& rules);
 void register_embedding_rules(std::vector<OpRule>& rules);
 void register_loss_rules(std::vector<OpRule>& rules);
 void register_view_rules(std::vector<OpRule>& rules);
-void register_backward_rules(std::vector<OpRule>& rules);
 void register_dropout_rules(std::vector<OpRule>& rules);
 void register_index_rules(std::vector<OpRule>& rules);
 

@@ -1,10 +1,8 @@
-// softmax / log_softmax and layer_norm / rms_norm rules: the normalized dims whole, the others keep their sharding.
+// softmax / log_softmax and their backward: the softmax dim whole, the others keep their sharding.
 #include "dtensor/ops/softmax.h"
 
 #include "dtensor/ops/dispatch.h"
-#include "dtensor/ops/norm.h"
 #include "dtensor/ops/rule_util.h"
-#include "kernels/ops/norm.h"
 #include "kernels/ops/softmax.h"
 
 namespace dt {
@@ -36,52 +34,30 @@ OpRule softmax_rule(const char* name, bool log) {
   return r;
 }
 
-// Inputs: x, weight, [bias]; outputs: out, [mean], rstd.
-OpRule norm_rule(const char* name, bool layer) {
+// Inputs (grad_out, out) of softmax / log_softmax over `dim`.
+OpRule softmax_backward_rule(const char* name, bool log) {
   OpRule r;
   r.name = name;
-  r.input_names = layer ? std::vector<std::string>{"x", "weight", "bias"} : std::vector<std::string>{"x", "weight"};
-  r.meta = [layer](const OpSchema& s) {
-    check_defined_input(s, 0, "x");
-    check_floating(s, 0, "x");
-    const Shape& x = s.inputs[0].shape;
-    const std::vector<int64_t>& ns = s.params.get_ints("normalized_shape");
-    DT_CHECK_ARG(!ns.empty() && ns.size() <= x.size() && Shape(x.end() - int64_t(ns.size()), x.end()) == ns,
-                 "dt::", s.op, ": normalized_shape ", shape_str(ns),
-                 " must be non-empty and equal the trailing dims of x ", shape_str(x));
-    for (size_t i = 1; i < s.inputs.size(); ++i) {
-      if (!s.inputs[i].defined) continue;
-      DT_CHECK_ARG(s.inputs[i].shape == ns, "dt::", s.op, ": ", i == 1 ? "weight" : "bias", " must have shape ",
-                   shape_str(ns), ", got ", shape_str(s.inputs[i].shape));
-      check_same_dtype(s, 0, i, {"x", "weight", "bias"});
-    }
-    const Shape lead(x.begin(), x.end() - int64_t(ns.size()));
-    const DType acc = s.inputs[0].dtype == DType::f64 ? DType::f64 : DType::f32;
-    std::vector<OutputMeta> v{{x, s.inputs[0].dtype}};
-    if (layer) v.push_back({lead, acc});
-    v.push_back({lead, acc});
+  r.input_names = {"grad_out", "out"};
+  r.meta = [](const OpSchema& s) {
+    check_defined_input(s, 0, "grad_out");
+    check_defined_input(s, 1, "out");
+    check_same_shape(s, 0, 1, "grad_out", "out");
+    wrap(s, s.params.get_int("dim"), s.inputs[0].ndim());
+    return std::vector<OutputMeta>{{s.inputs[0].shape, s.inputs[0].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    const int64_t n = s.inputs[0].ndim();
+    const int64_t dim = wrap(s, s.params.get_int("dim"), n);
+    std::vector<DimStrategy> v{replicate_all(2, 1)};
+    for (int64_t d = 0; d < n; ++d)
+      if (d != dim) v.push_back(strategy({S(d)}, {S(d), S(d)}));
     return v;
   };
-  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>& outs) {
-    const int64_t lead = s.inputs[0].ndim() - int64_t(s.params.get_ints("normalized_shape").size());
-    const size_t n_in = s.inputs.size(), n_out = outs.size();
-    std::vector<DimStrategy> v{replicate_all(n_in, n_out)};
-    for (int64_t d = 0; d < lead; ++d) {
-      DimStrategy st{std::vector<Placement>(n_out, S(d)), std::vector<Placement>(n_in, R())};
-      st.inputs[0] = S(d);
-      v.push_back(std::move(st));
-    }
-    return v;
-  };
-  r.compute = [layer](const OpCall& c, const std::vector<Tensor>& in) {
-    const Shape ns = c.params().get_ints("normalized_shape");
-    const double eps = c.params().get_double("eps");
-    if (layer) {
-      kernels::LayerNormResult res = kernels::layer_norm(in[0], ns, in[1], in[2], eps);
-      return std::vector<Tensor>{res.out, res.mean, res.rstd};
-    }
-    kernels::RmsNormResult res = kernels::rms_norm(in[0], ns, in[1], eps);
-    return std::vector<Tensor>{res.out, res.rstd};
+  r.compute = [log](const OpCall& c, const std::vector<Tensor>& in) {
+    const int64_t dim = c.params().get_int("dim");
+    return std::vector<Tensor>{log ? kernels::log_softmax_backward(in[0], in[1], dim)
+                                   : kernels::softmax_backward(in[0], in[1], dim)};
   };
   return r;
 }
@@ -91,11 +67,8 @@ OpRule norm_rule(const char* name, bool layer) {
 void register_softmax_rules(std::vector<OpRule>& rules) {
   rules.push_back(softmax_rule("softmax", false));
   rules.push_back(softmax_rule("log_softmax", true));
-}
-
-void register_norm_rules(std::vector<OpRule>& rules) {
-  rules.push_back(norm_rule("layer_norm", true));
-  rules.push_back(norm_rule("rms_norm", false));
+  rules.push_back(softmax_backward_rule("softmax_backward", false));
+  rules.push_back(softmax_backward_rule("log_softmax_backward", true));
 }
 
 }  // namespace ops::detail
@@ -105,25 +78,6 @@ DTensor softmax(const DTensor& x, int64_t dim) {
 }
 DTensor log_softmax(const DTensor& x, int64_t dim) {
   return ops::dispatch_one("log_softmax", {x}, ops::OpParams().set("dim", dim));
-}
-
-DLayerNormResult layer_norm_with_stats(const DTensor& x, const Shape& normalized_shape, const DTensor& weight,
-                                       const DTensor& bias, double eps) {
-  std::vector<DTensor> out = ops::dispatch("layer_norm", {x, weight, bias},
-                                           ops::OpParams().set("normalized_shape", normalized_shape).set("eps", eps));
-  return DLayerNormResult{out[0], out[1], out[2]};
-}
-DRmsNormResult rms_norm_with_stats(const DTensor& x, const Shape& normalized_shape, const DTensor& weight, double eps) {
-  std::vector<DTensor> out =
-      ops::dispatch("rms_norm", {x, weight}, ops::OpParams().set("normalized_shape", normalized_shape).set("eps", eps));
-  return DRmsNormResult{out[0], out[1]};
-}
-DTensor layer_norm(const DTensor& x, const Shape& normalized_shape, const DTensor& weight, const DTensor& bias,
-                   double eps) {
-  return layer_norm_with_stats(x, normalized_shape, weight, bias, eps).out;
-}
-DTensor rms_norm(const DTensor& x, const Shape& normalized_shape, const DTensor& weight, double eps) {
-  return rms_norm_with_stats(x, normalized_shape, weight, eps).out;
 }
 
 }  // namespace dt

@@ -13,7 +13,7 @@ namespace {
 
 // Zeros of `shape` laid out like `like` (its placements fit any shape whose sharded dims are whole here).
 DTensor zeros_shaped_like(const DTensor& like, const Shape& shape) {
-  return zeros_like(OutputMeta{like.mesh(), like.spec(), shape, like.dtype()});
+  return zeros_like(OutputLayout{like.mesh(), like.spec(), shape, like.dtype()});
 }
 
 }  // namespace

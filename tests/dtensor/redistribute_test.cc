@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -149,18 +150,30 @@ TEST(Redistribute, RandomizedProperty) {
   EXPECT_GT(checked.load(), 2000);
 }
 
-TEST(Redistribute, CrossMeshToSubMeshAndBack) {
-  Tensor full = testing::case_tensor({7, 6}, DType::f32, 99);
+using Check = std::function<void(bool ok, const std::string& what)>;
+
+// Runs fn on 4 ranks with the 2x2 mesh "big" (dp, tp), the 2-rank mesh "small" (ranks 3 and 1) and a thread-safe
+// check; the failures (the first ten, with their ranks) are reported once every rank is done.
+void on_big_and_small(
+    const std::function<void(const DeviceMesh& big, const DeviceMesh& small, const Check& check)>& fn) {
   std::mutex mu;
   std::vector<std::string> failures;
   run_threads(4, [&](CommunicatorPtr world) {
     DeviceMesh big = DeviceMesh::create(world, Device::cpu(), {2, 2}, {"dp", "tp"});
     DeviceMesh small = DeviceMesh::create(world, Device::cpu(), {2}, {"x"}, {3, 1});  // ranks 3 and 1
-    auto check = [&](bool ok, const std::string& what) {
+    fn(big, small, [&](bool ok, const std::string& what) {
       if (ok) return;
       std::lock_guard<std::mutex> lock(mu);
       failures.push_back("rank " + std::to_string(world->rank()) + ": " + what);
-    };
+    });
+  });
+  for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
+  EXPECT_TRUE(failures.empty());
+}
+
+TEST(Redistribute, CrossMeshToSubMeshAndBack) {
+  Tensor full = testing::case_tensor({7, 6}, DType::f32, 99);
+  on_big_and_small([&](const DeviceMesh& big, const DeviceMesh& small, const Check& check) {
     for (auto src : {std::vector<Placement>{Shard{0}, Shard{1}},
                      {Replicate{}, Shard{0}},
                      {Partial{}, Shard{1}},
@@ -178,23 +191,13 @@ TEST(Redistribute, CrossMeshToSubMeshAndBack) {
       }
     }
   });
-  for (auto& f : failures) ADD_FAILURE() << f;
 }
 
 // redistribute_like: to another DTensor's mesh, placements and shard order (same mesh and cross-mesh), on uneven and
 // empty shards; the value is the reference's (the full tensor made on one process), and a tensor already in that
 // layout comes back as itself.
 TEST(Redistribute, LikeAnotherTensorsLayout) {
-  std::mutex mu;
-  std::vector<std::string> failures;
-  run_threads(4, [&](CommunicatorPtr world) {
-    DeviceMesh big = DeviceMesh::create(world, Device::cpu(), {2, 2}, {"dp", "tp"});
-    DeviceMesh small = DeviceMesh::create(world, Device::cpu(), {2}, {"x"}, {3, 1});  // ranks 3 and 1
-    auto check = [&](bool ok, const std::string& what) {
-      if (ok) return;
-      std::lock_guard<std::mutex> lock(mu);
-      failures.push_back("rank " + std::to_string(world->rank()) + ": " + what);
-    };
+  on_big_and_small([&](const DeviceMesh& big, const DeviceMesh& small, const Check& check) {
     const std::vector<std::vector<Placement>> layouts = {{Shard{0}, Shard{1}},
                                                          {Replicate{}, Shard{0}},
                                                          {Partial{}, Shard{1}},
@@ -225,8 +228,6 @@ TEST(Redistribute, LikeAnotherTensorsLayout) {
       }
     }
   });
-  for (size_t i = 0; i < failures.size() && i < 10; ++i) ADD_FAILURE() << failures[i];
-  EXPECT_TRUE(failures.empty());
 }
 
 TEST(Redistribute, AsyncHandleYieldsTheSameResult) {

@@ -55,7 +55,7 @@ Trained train(const Config& s, int64_t steps, const std::function<void(nn::Modul
     if (s.tp > 1) nn::parallelize_module(model, tp, nn::gpt_tp_plan(cfg, false));
     model->materialize(tp, 5);
     if (s.checkpoint)
-      for (auto& block : model->layers) block->set_checkpointing(true);
+      for (auto& block : model->layers) block->set_activation_checkpointing(true);
     std::optional<fsdp::FsdpModule> root;
     if (s.fsdp) {
       fsdp::FsdpOptions o = s.options;

@@ -322,7 +322,7 @@ TEST(NnModuleGrad, DropoutUnderCheckpointing) {
     for (bool ckpt : {false, true}) {
       auto m = std::make_shared<DropMlp>();
       m->materialize(mesh, 4, DType::f64);
-      m->set_checkpointing(ckpt);
+      m->set_activation_checkpointing(ckpt);
       Variable x(nn_test::replicate_on(xf, mesh), true);
       Variable first = weighted_sum((*m)(x));
       Variable second = weighted_sum((*m)(x));  // another mask, advancing the counter

@@ -160,7 +160,7 @@ TEST(NnModule, CheckpointingGivesTheSameGradients) {
     for (int ckpt = 0; ckpt < 2; ++ckpt) {
       auto m = std::make_shared<nn::Gpt>(tiny());
       nn::parallelize_module(m, mesh, nn::gpt_tp_plan(m->config));
-      for (auto& blk : m->layers) blk->set_checkpointing(ckpt == 1);
+      for (auto& blk : m->layers) blk->set_activation_checkpointing(ckpt == 1);
       m->materialize(mesh, 3);
       Tensor ids = Tensor::rand({2, 6}, 9, DType::i64, 0, 11);
       DTensor rep = nn_test::replicate_on(ids.to(DType::i64), mesh);
@@ -190,6 +190,41 @@ TEST(NnModule, PlanErrors) {
     EXPECT_THROW(nn::parallelize_module(m, mesh["tp"], {{"layers.0.attention.wq", nn::SequenceParallel()}}),
                  InvalidArgument);
     EXPECT_THROW(nn::parallelize_module(m, mesh, nn::gpt_tp_plan(m->config)), InvalidArgument);  // a 2-d mesh
+  });
+}
+
+// input_layouts, when given, are checked: an input that arrives with other placements names the module, both
+// placements and the style; without them (and for a declared layout that matches) the input is redistributed to
+// what the module computes on, and the result equals one rank's.
+TEST(NnModule, PlanInputLayoutsAreChecked) {
+  op_test::on_mesh({2}, [&](const DeviceMesh& mesh) {
+    const Tensor x = Tensor::randn({4, 6}, 3);
+    auto make = [&](nn::StylePtr style) {
+      auto lin = std::make_shared<nn::Linear>(6, 5);
+      nn::parallelize_module(lin, mesh, style);
+      lin->materialize(mesh, 9);
+      return lin;
+    };
+    Variable rep(nn_test::replicate_on(x, mesh)), sharded(distribute_tensor(x, mesh, {Shard{1}}));
+    auto declared = make(nn::ColwiseParallel({.input_layouts = Placement(Shard{1}), .output_layouts = std::nullopt}));
+    try {
+      (*declared)(rep);
+      ADD_FAILURE() << "an input arriving Replicate was taken by a style that declares Shard(1)";
+    } catch (const InvalidArgument& e) {
+      const std::string m = e.what();
+      for (const char* part : {"ColwiseParallel", "declares its input S(1)", "arrived R"})
+        EXPECT_NE(m.find(part), std::string::npos) << m;
+    }
+    auto any = make(nn::ColwiseParallel());
+    std::string why;
+    const Tensor want = (*any)(rep).full_tensor();
+    EXPECT_TRUE(op_test::compare((*declared)(sharded).full_tensor(), want, false, &why)) << why;
+    EXPECT_TRUE(op_test::compare((*any)(sharded).full_tensor(), want, false, &why)) << why;
+    auto prepared = std::make_shared<nn::Linear>(6, 5);
+    nn::parallelize_module(prepared, mesh, nn::PrepareModuleInput({Placement(Replicate{})}, {Placement(Shard{0})}));
+    prepared->materialize(mesh, 9);
+    EXPECT_THROW((*prepared)(sharded), InvalidArgument);
+    EXPECT_EQ((*prepared)(rep).placements()[0], Placement(Shard{0}));
   });
 }
 
