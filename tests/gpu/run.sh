@@ -6,6 +6,7 @@
 #                                 # they need that are not system or CUDA ones, and a list of the tests
 #   tests/gpu/run.sh run [DIR]    # there: run everything in DIR under one 8-minute timeout and print a summary
 #   tests/gpu/run.sh local [ARGS] # a GPU machine with meson and nvcc: build and `meson test --suite gpu ARGS`
+#   tests/gpu/run.sh preflight-selftest  # the library preflight of `run` checks itself (run does this first too)
 #
 # With the device tool, which copies the working tree plus carried ignored paths (64 MiB at most):
 #   tests/gpu/run.sh pack                                   # here, then
@@ -14,7 +15,11 @@
 # `run` runs the NCCL tests and everything else one at a time (one GPU), then compute-sanitizer's memcheck over the
 # kernel tests (when compute-sanitizer is on the machine: PATH or /usr/local/cuda/bin; it is not packed), then the
 # device bench (JSON lines: kernels against a device-to-device copy, collectives against raw NCCL). It ends with
-# "N passed, N failed, N skipped"; without a usable GPU every test exits 77 and is counted as skipped.
+# "N passed, N failed, N skipped"; without a usable GPU every test exits 77 and is counted as skipped. Before any test
+# it puts the NVIDIA pip wheels' library folders (PyTorch's NCCL) on the loader path and checks with ldd that every
+# packed binary's libraries resolve (a missing one is named, and nothing runs); each result line is printed as it
+# happens; the logs come back as one archive, $OUT/gpu-logs.tar.gz, beside results.tsv and gpu_bench.jsonl. Tests
+# stop 30 s before the outer limit (NOT-RUN(time), counted as failed), so that the summary is always printed.
 # The pack leaves out libcudart, libnccl and libcublas(Lt): the GPU machine has them in /usr/local/cuda/lib64 (and
 # cuBLAS alone is over 500 MB); `run` puts that folder on LD_LIBRARY_PATH after the pack's own lib/.
 #
@@ -66,7 +71,64 @@ configure_and_build() {  # BUILD_DIR EXTRA_TARGETS...
   ninja -C "$build" -j "${JOBS:-$(nproc)}" $targets "$@"
 }
 
+# The library folders of the NVIDIA pip wheels (nvidia-nccl-cu13, nvidia-cublas, ...) under every python3's
+# site-packages: a GPU machine whose NCCL came with PyTorch has libnccl.so.2 there and nowhere on the loader path.
+nvidia_wheel_libs() {
+  for p in python3 /usr/bin/python3; do
+    command -v "$p" >/dev/null || continue
+    "$p" -c '
+import glob, site, sys
+dirs = list(site.getsitepackages()) + [site.getusersitepackages()]
+print("\n".join(sorted({d for s in dirs for d in glob.glob(s + "/nvidia/*/lib")})))' 2>/dev/null || true
+  done | awk 'NF && !seen[$0]++' | paste -sd: -
+}
+
+# Reads `ldd` output of the binaries (lines "== bin/NAME" then ldd's) on stdin; prints one line per library that does
+# not resolve, naming the binaries that need it; exits 1 if any.
+missing_libraries() {
+  awk '/^== / {bin = $2; next}
+       /=> not found/ {need[$1] = need[$1] (need[$1] == "" ? "" : ", ") bin; n++}
+       END {for (l in need) printf "run.sh: preflight: %s is not found on the loader path; needed by %s\n", l, need[l]
+            exit n > 0}'
+}
+
+# preflight DIR: every packed binary's libraries resolve (else the tests would all exit 127 and say nothing).
+preflight() {
+  local b
+  for b in "$1"/bin/*; do
+    case "$b" in *.py) continue ;; esac
+    echo "== bin/$(basename "$b")"
+    ldd "$b" 2>&1 || true
+  done | missing_libraries
+}
+
+# The preflight's own check: a missing library must be named with its binaries, a complete set must pass.
+preflight_selftest() {
+  local out
+  out=$(printf '== bin/a\n\tlibnccl.so.2 => not found\n\tlibc.so.6 => /lib/libc.so.6 (0x1)\n== bin/b\n\tlibnccl.so.2 => not found\n' |
+    missing_libraries) && { echo "run.sh: preflight self-test: a missing library passed" >&2; return 1; }
+  case "$out" in *"libnccl.so.2 is not found"*"needed by bin/a, bin/b"*) ;; *)
+    echo "run.sh: preflight self-test: wrong report: $out" >&2; return 1 ;; esac
+  printf '== bin/a\n\tlibc.so.6 => /lib/libc.so.6 (0x1)\n' | missing_libraries >/dev/null ||
+    { echo "run.sh: preflight self-test: a complete set failed" >&2; return 1; }
+  echo "run.sh: preflight self-test passed"
+}
+
+# Decompresses FILE (.xz or .gz) to stdout: with xz or gzip where installed, else with Python's lzma / gzip modules.
+decompress() {
+  case "$1" in
+    *.xz) if command -v xz >/dev/null; then xz -dc "$1"; else "$py" -c 'import lzma, shutil, sys
+shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; fi ;;
+    *) if command -v gzip >/dev/null; then gzip -dc "$1"; else "$py" -c 'import gzip, shutil, sys
+shutil.copyfileobj(gzip.open(sys.argv[1]), sys.stdout.buffer)' "$1"; fi ;;
+  esac
+}
+
 case "$mode" in
+preflight-selftest)
+  preflight_selftest
+  ;;
+
 pack)
   cd "$root"
   build=${BUILD_DIR:-build-gpu}
@@ -141,11 +203,15 @@ print("\n".join(sorted(bins)))
   git -C "$root" rev-parse --short HEAD > "$dir/COMMIT" 2>/dev/null || true
   { echo "packed $(date -u +%FT%TZ) from $(cat "$dir/COMMIT" 2>/dev/null) on $(uname -n)"; ls -lR "$stage"; } > "$dir/PACKED"
   raw=$(du -sm "$stage" | cut -f1)
-  tar -C "$stage" -cf - bin lib | xz -6 -T2 > "$dir/payload.tar.xz"
+  if command -v xz >/dev/null; then
+    tar -C "$stage" -cf - bin lib | xz -6 -T2 > "$dir/payload.tar.xz"
+  else
+    tar -C "$stage" -czf "$dir/payload.tar.gz" bin lib
+  fi
   rm -rf "$stage"
   size=$(du -sm "$dir" | cut -f1)
   echo "run.sh: packed $(grep -c '^-' "$dir/PACKED") files (binaries, libraries, UCX modules; ${raw} MB stripped)" \
-       "into $dir/payload.tar.xz: ${size} MB in all, $(($(date +%s) - t0)) s"
+       "into $(ls "$dir"/payload.tar.*): ${size} MB in all, $(($(date +%s) - t0)) s"
   [ "$size" -lt 64 ] || echo "run.sh: WARNING: $dir is over the device tool's 64 MiB carry limit" >&2
   ;;
 
@@ -153,19 +219,30 @@ run)
   cd "$root"
   dir=$(cd "${1:-gpu-pack}" && pwd)
   [ -f "$dir/tests.json" ] || { echo "run.sh: $dir/tests.json not found: run 'tests/gpu/run.sh pack' first" >&2; exit 2; }
-  if [ -z "${GPU_RUN_INNER:-}" ]; then  # one outer timeout for everything
-    GPU_RUN_INNER=1 exec timeout --kill-after=15 "${GPU_RUN_TIMEOUT:-480}" "$0" run "$dir"
+  if [ -z "${GPU_RUN_INNER:-}" ]; then  # one outer timeout for everything, 30 s beyond the tests' own deadline
+    budget=${GPU_RUN_TIMEOUT:-480}
+    GPU_RUN_INNER=1 GPU_RUN_DEADLINE=$(($(date +%s) + budget - 30)) exec timeout --kill-after=15 "$budget" "$0" run "$dir"
   fi
   t0=$(date +%s)
   pack=$dir
   dir=$(mktemp -d "${TMPDIR:-/tmp}/gpu-pack.XXXXXX")  # the pack's folder may be read-only
   trap 'rm -rf "$dir"' EXIT
-  xz -dc "$pack/payload.tar.xz" | tar -C "$dir" -xf -
+  decompress "$(ls "$pack"/payload.tar.* | head -n 1)" | tar -C "$dir" -xf -
   cp "$pack/tests.json" "$pack/COMMIT" "$dir/" 2>/dev/null || true
-  export LD_LIBRARY_PATH="$dir/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  wheels=$(nvidia_wheel_libs)
+  export LD_LIBRARY_PATH="$dir/lib:/usr/local/cuda/lib64${wheels:+:$wheels}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ -n "$wheels" ] && echo "run.sh: NVIDIA wheel libraries on the loader path: $wheels"
   [ -d "$dir/lib/ucx" ] && export UCX_MODULE_DIR="$dir/lib/ucx"
-  logs=${OUT:-$pack}/gpu-logs
+  # Modules load when the process starts, not inside a test's blocked-stream window (lazy loading can deadlock there).
+  export CUDA_MODULE_LOADING=EAGER
+  preflight_selftest >/dev/null || exit 2
+  preflight "$dir" || { echo "run.sh: preflight failed: no test was run" >&2; exit 2; }
+  echo "run.sh: preflight: every packed binary's libraries resolve"
+  # The logs: one archive (the device tool brings back 8 files), results.tsv and the bench's JSON lines beside it.
+  out=${OUT:-$pack}
+  logs=$dir/logs
   mkdir -p "$logs"
+  trap 'tar -C "$dir" -czf "$out/gpu-logs.tar.gz" logs 2>/dev/null; cp "$logs/results.tsv" "$logs/gpu_bench.jsonl" "$out/" 2>/dev/null; rm -rf "$dir"' EXIT
   echo "run.sh: pack $(cat "$dir/COMMIT" 2>/dev/null || echo '?'), logs in $logs"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | sed 's/^/run.sh: GPU /'
@@ -178,6 +255,13 @@ run)
     local name=$1 limit=$2
     shift 2
     local s rc=0 res ms
+    if [ -n "${GPU_RUN_DEADLINE:-}" ] && [ $(($(date +%s) + limit)) -gt "$GPU_RUN_DEADLINE" ]; then
+      limit=$((GPU_RUN_DEADLINE - $(date +%s)))  # what is left before the summary's reserve
+      if [ "$limit" -le 5 ]; then
+        printf '%s\t%s\t0\n' "$name" "NOT-RUN(time)" | tee -a "$results" | sed 's/^/run.sh: /'
+        return
+      fi
+    fi
     s=$(date +%s%N)
     (cd "$dir" && timeout --kill-after=5 "$limit" "$@") > "$logs/$name.log" 2>&1 || rc=$?
     ms=$((($(date +%s%N) - s) / 1000000))
@@ -187,7 +271,8 @@ run)
       124 | 137) res=TIMEOUT ;;
       *) res="FAIL($rc)" ;;
     esac
-    printf '%s\t%s\t%d.%d\n' "$name" "$res" $((ms / 1000)) $((ms % 1000 / 100)) >> "$results"
+    printf '%s\t%s\t%d.%d\n' "$name" "$res" $((ms / 1000)) $((ms % 1000 / 100)) | tee -a "$results" | sed 's/^/run.sh: /'
+
     [ "$res" = PASS ] || [ "$res" = SKIP ] || tail -n 30 "$logs/$name.log" | sed "s/^/  $name| /"
   }
   # The tests, one at a time (NCCL tests must not share the GPU with each other).
