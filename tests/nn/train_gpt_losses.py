@@ -9,7 +9,9 @@ Usage: train_gpt_losses.py DTRUN TRAIN_GPT [--device cuda]
 
 With --device cuda (suite gpu): one process on the GPU against one process on the CPU (1e-3: cuBLAS and OpenBLAS
 sum in different orders), then tp = 2 with two processes sharing the GPU (UCX) against one GPU process (1e-4).
-Exits 77 (skipped) when no GPU is usable.
+Exits 77 (skipped) only when the machine has no CUDA device (nvidia-smi lists none and there is no /dev/nvidia0);
+with one, a run that fails is a failure. One-process GPU runs go through `dtrun --nproc-per-node 1`: a process started
+without a launcher gets a thread world, which refuses CUDA meshes.
 """
 import json
 import os
@@ -36,13 +38,23 @@ def run(cmd, first=1, last=STEPS, env=None):
     return [r["loss"] for r in rows]
 
 
+def cuda_device_present():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+        if out.returncode == 0 and "GPU " in out.stdout:
+            return True
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return os.path.exists("/dev/nvidia0")
+
+
 def main_cuda(dtrun, train):
-    probe = subprocess.run([train, "--device", "cuda", "--steps", "0"], capture_output=True, text=True, timeout=300)
-    if probe.returncode != 0:
-        print(f"no usable GPU ({probe.stderr.strip()}): skipped")
+    if not cuda_device_present():
+        print("no CUDA device (nvidia-smi lists none, no /dev/nvidia0): skipped")
         sys.exit(77)
+    one_gpu = [dtrun, "--nproc-per-node", "1", "--timeout", "300", train, "--device", "cuda"]
     cpu = run([train] + COMMON)
-    gpu = run([train, "--device", "cuda"] + COMMON)
+    gpu = run(one_gpu + COMMON)
     for step, (a, b) in enumerate(zip(gpu, cpu), start=1):
         if abs(a - b) > 1e-3 * abs(b):
             sys.exit(f"cuda: step {step} loss {a} differs from the CPU's {b}")
@@ -65,7 +77,7 @@ def main_cuda(dtrun, train):
     with tempfile.TemporaryDirectory(prefix="train_gpt_ckpt_") as d:
         first = run([dtrun, "--nproc-per-node", "2", "--timeout", "300", train, "--device", "cuda", "--dp", "2",
                      "--fsdp", "--save-dir", d, "--save-every", "5", "--async-save", "--stop-at", "10"] + COMMON, 1, 10)
-        second = run([train, "--device", "cuda", "--save-dir", d, "--resume"] + COMMON, 11, STEPS)
+        second = run(one_gpu + ["--save-dir", d, "--resume"] + COMMON, 11, STEPS)
         for step, (a, b) in enumerate(zip(first + second, gpu), start=1):
             if abs(a - b) > 1e-4 * abs(b):
                 sys.exit(f"cuda fsdp 2 stopped at 10, resumed on one GPU: step {step} loss {a} differs from {b}")
