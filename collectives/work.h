@@ -45,7 +45,8 @@ class Work {
 
   // The funnel's flight-recorder entry for this call (collectives/flight_recorder.h), told when the operation
   // finishes, even after the caller released the Work. Set once, by Communicator::submit.
-  void set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id);
+  // Wrappers forward it to the Work they wrap.
+  virtual void set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id);
 
  protected:
   // Subclasses call it when the operation finished (`ok`: without an error); only the first call counts.

@@ -266,6 +266,35 @@ class PinnedPool {
   std::mutex mu_;
   std::vector<Block> free_;
 };
+
+// A staged call's Work: the result lands on the device when the upload, enqueued on the call's stream once the host
+// call succeeded, has run. wait_stream orders the waiting stream after an event recorded behind that upload (as
+// NCCL's Work does with its completion event), not only after the host side: a stream other than the call's would
+// otherwise read the buffer before the upload landed.
+class StagedWork : public Work {
+ public:
+  StagedWork(WorkPtr host, std::shared_ptr<CUevent_st> uploaded)
+      : host_(std::move(host)), uploaded_(std::move(uploaded)) {}
+  void wait(Duration timeout) override { host_->wait(timeout); }
+  void wait_stream(Stream stream, Device device) override {
+    host_->wait();  // the host call finished: the upload is enqueued and the event recorded behind it
+    DeviceGuard guard(device);
+    DT_CUDA_CHECK(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(resolve_stream(stream, device).handle), uploaded_.get(), 0),
+        host_->describe(), ": wait_stream on ", device);
+  }
+  bool is_completed() override { return host_->is_completed(); }
+  std::exception_ptr error() override { return host_->error(); }
+  std::string describe() const override { return host_->describe(); }
+  const char* algorithm() const override { return host_->algorithm(); }
+  void set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id) override {
+    host_->set_record(std::move(recorder), id);  // the host call is what finishes
+  }
+
+ private:
+  WorkPtr host_;
+  std::shared_ptr<CUevent_st> uploaded_;
+};
 }  // namespace
 
 // Device buffers without NCCL: the call runs on pinned host copies (Note [Staging device buffers] in staging.h).
@@ -283,14 +312,21 @@ WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
   ops.download = [stream](void* host, const void* dev, size_t n) {
     DT_CUDA_CHECK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream), "UCX staging (download)");
   };
-  ops.upload = [stream, device](void* dev, const void* host, size_t n) {
+  cudaEvent_t ev = nullptr;
+  DT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "UCX staging");
+  std::shared_ptr<CUevent_st> uploaded(ev, [device](cudaEvent_t e) {
+    DeviceGuard g(Device::cuda(device));
+    cudaEventDestroy(e);
+  });
+  ops.upload = [stream, device, uploaded](void* dev, const void* host, size_t n) {
     DeviceGuard upload_guard(Device::cuda(device));
     DT_CUDA_CHECK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream), "UCX staging (upload)");
+    DT_CUDA_CHECK(cudaEventRecord(uploaded.get(), stream), "UCX staging (upload event)");
   };
   ops.wait_downloads = [stream] { DT_CUDA_CHECK(cudaStreamSynchronize(stream), "UCX staging"); };
   ops.host_buffer = [stream, device](size_t n) { return PinnedPool::instance().acquire(n, device, stream); };
   ucx::StagedCall staged(a, size(), ops);
-  return enqueue_host(staged.host_args(), staged.upload());
+  return std::make_shared<StagedWork>(enqueue_host(staged.host_args(), staged.upload()), uploaded);
 }
 #endif
 
