@@ -78,19 +78,14 @@ Args parse_args(int argc, char** argv) {
   Args a;
   dt::tools::ArgReader args(argc, argv, kUsage);
   while (args.next()) {
-    const std::string& arg = args.name();
-    if (arg == "--chunks" || arg == "--json") {
-      args.no_value();
-      (arg == "--chunks" ? a.chunks : a.json) = true;
-    } else if (arg == "--max-shard-size") {
-      a.max_shard_size = args.value();
-    } else if (args.is_option()) {
-      throw UsageError{"unknown option '" + arg + "'"};
-    } else if (a.command.empty()) {
-      a.command = arg;
-    } else {
-      a.paths.push_back(arg);
-    }
+    if (args.take("--chunks", a.chunks) || args.take("--json", a.json) ||
+        args.take("--max-shard-size", a.max_shard_size))
+      continue;
+    if (args.is_option()) throw args.unexpected();
+    if (a.command.empty())
+      a.command = args.name();
+    else
+      a.paths.push_back(args.name());
   }
   if (a.command.empty()) throw UsageError{"missing the command: info, verify, export or latest"};
   struct Command {
@@ -400,8 +395,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "dtckpt: %s\n(run dtckpt --help for the syntax)\n", e.message.c_str());
-    return 2;
+    return dt::tools::report_usage_error("dtckpt", e);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dtckpt: %s\n", e.what());
     return 1;

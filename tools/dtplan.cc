@@ -92,25 +92,11 @@ Options parse_args(int argc, char** argv) {
   Options o;
   dt::tools::ArgReader args(argc, argv, kUsage);
   while (args.next()) {
-    const std::string& arg = args.name();
-    if (arg == "--json") {
-      args.no_value();
-      o.json = true;
+    if (args.take("--shape", o.shape) || args.take("--mesh", o.mesh) || args.take("--names", o.names) ||
+        args.take("--from", o.from) || args.take("--to", o.to) || args.take("--dtype", o.dtype) ||
+        args.take("--json", o.json))
       continue;
-    }
-    std::optional<std::string>* slot = nullptr;
-    if (arg == "--shape") slot = &o.shape;
-    if (arg == "--mesh") slot = &o.mesh;
-    if (arg == "--names") slot = &o.names;
-    if (arg == "--from") slot = &o.from;
-    if (arg == "--to") slot = &o.to;
-    if (slot == nullptr && arg != "--dtype") throw UsageError{"unknown option '" + arg + "'"};
-    std::string value = args.value();
-    if (slot) {
-      *slot = value;
-    } else {
-      o.dtype = value;
-    }
+    throw args.unexpected();
   }
   if (!o.shape) throw UsageError{"missing --shape (the global tensor shape, e.g. --shape 7,5)"};
   if (!o.mesh) throw UsageError{"missing --mesh (the mesh sizes, e.g. --mesh 2,3)"};
@@ -223,8 +209,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "dtplan: %s\n(run dtplan --help for the syntax)\n", e.message.c_str());
-    return 2;
+    return dt::tools::report_usage_error("dtplan", e);
   } catch (const dt::InvalidArgument& e) {
     std::fprintf(stderr, "dtplan: %s\n", e.what());
     return 2;

@@ -34,6 +34,7 @@
 #include "collectives/store/tcp_store.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "tools/args.h"
 
 extern char** environ;
 
@@ -61,11 +62,6 @@ const char* kUsage =
     "With M > 1 every node's dtrun needs the same DT_STORE_SECRET in its environment; with M == 1 dtrun generates a\n"
     "secret unless DT_STORE_SECRET is set.\n";
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "dtrun: %s\n%s", msg.c_str(), kUsage);
-  std::exit(2);
-}
-
 struct Options {
   int nproc_per_node = -1;
   int nnodes = 1;
@@ -79,95 +75,70 @@ struct Options {
   std::vector<std::string> program;
 };
 
-int parse_int_arg(const std::string& opt, const std::string& v, int lo, int hi) {
-  bool ok = !v.empty() && v.size() <= 9 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-  long n = ok ? std::strtol(v.c_str(), nullptr, 10) : -1;
-  if (!ok || n < lo || n > hi)
-    usage_error(opt + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + v + "'");
+using dt::tools::UsageError;
+
+// The option's value as an integer in [lo, hi].
+int int_arg(dt::tools::ArgReader& args, int lo, int hi) {
+  const std::string v = args.value();
+  long long n = 0;
+  if (!dt::tools::parse_number(v, n) || n < lo || n > hi)
+    throw UsageError{args.name() + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                     ", got '" + v + "'"};
   return static_cast<int>(n);
 }
 
-double parse_seconds_arg(const std::string& opt, const std::string& v, bool allow_zero) {
-  char* end = nullptr;
-  errno = 0;
-  double s = std::strtod(v.c_str(), &end);
-  bool ok = !v.empty() && end == v.c_str() + v.size() && errno == 0 && std::isfinite(s) &&
-            (allow_zero ? s >= 0 : s > 0) && s < 1e9;
+// The option's value as a number of seconds (> 0, or >= 0 with allow_zero); `text` gets it as given.
+double seconds_arg(dt::tools::ArgReader& args, bool allow_zero, std::string* text = nullptr) {
+  const std::string v = args.value();
+  double s = 0;
+  const bool ok = dt::tools::parse_number(v, s) && std::isfinite(s) && (allow_zero ? s >= 0 : s > 0) && s < 1e9;
   if (!ok)
-    usage_error(opt + " expects " + (allow_zero ? "a number of seconds >= 0" : "a positive number of seconds") +
-                ", got '" + v + "'");
+    throw UsageError{args.name() + " expects " +
+                     (allow_zero ? "a number of seconds >= 0" : "a positive number of seconds") + ", got '" + v + "'"};
+  if (text) *text = v;
   return s;
 }
 
+// dtrun's options, up to the program (the first operand, or what follows "--"); the program and its arguments are
+// passed on untouched.
 Options parse_args(int argc, char** argv) {
   Options o;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (a == "--help-env") {
+  dt::tools::ArgReader args(argc, argv, kUsage);
+  while (args.next()) {
+    if (!args.is_option()) {
+      o.program = args.rest();  // the program and its own arguments, untouched
+    } else if (args.is("--help-env")) {
+      args.no_value();
       std::fputs(dt::config::help_text().c_str(), stdout);
       std::exit(0);
-    }
-    if (a.size() < 2 || a[0] != '-') break;  // the program
-    std::string name = a, value;
-    bool has_inline = false;
-    if (auto eq = a.find('='); eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-      has_inline = true;
-    }
-    if (name == "--tag-output") {
-      if (has_inline) usage_error("--tag-output takes no value");
-      o.tag_output = true;
-      continue;
-    }
-    static const char* kWithValue[] = {"--nproc-per-node", "--nnodes",  "--node-rank",    "--master-addr",
-                                       "--master-port",    "--timeout", "--grace-period", "--failure-grace"};
-    if (std::find_if(std::begin(kWithValue), std::end(kWithValue), [&](const char* k) { return name == k; }) ==
-        std::end(kWithValue)) {
-      usage_error("unknown option '" + a + "'");
-    }
-    if (!has_inline) {
-      if (i + 1 >= argc) usage_error(name + " needs a value");
-      value = argv[++i];
-    }
-    if (name == "--nproc-per-node") {
-      o.nproc_per_node = parse_int_arg(name, value, 1, 65536);
-    } else if (name == "--nnodes") {
-      o.nnodes = parse_int_arg(name, value, 1, 65536);
-    } else if (name == "--node-rank") {
-      o.node_rank = parse_int_arg(name, value, 0, 65535);
-    } else if (name == "--master-addr") {
-      if (value.empty()) usage_error("--master-addr needs a non-empty address");
-      o.master_addr = value;
-    } else if (name == "--master-port") {
-      o.master_port = parse_int_arg(name, value, 0, 65535);
-    } else if (name == "--timeout") {
-      parse_seconds_arg(name, value, false);
-      o.timeout = value;
-    } else if (name == "--grace-period") {
-      o.grace_s = parse_seconds_arg(name, value, true);
-    } else if (name == "--failure-grace") {
-      o.failure_grace_s = parse_seconds_arg(name, value, true);
+    } else if (args.is("--nproc-per-node")) {
+      o.nproc_per_node = int_arg(args, 1, 65536);
+    } else if (args.is("--nnodes")) {
+      o.nnodes = int_arg(args, 1, 65536);
+    } else if (args.is("--node-rank")) {
+      o.node_rank = int_arg(args, 0, 65535);
+    } else if (args.is("--master-addr")) {
+      o.master_addr = args.value();
+      if (o.master_addr.empty()) throw UsageError{"--master-addr needs a non-empty address"};
+    } else if (args.is("--master-port")) {
+      o.master_port = int_arg(args, 0, 65535);
+    } else if (args.is("--timeout")) {
+      seconds_arg(args, false, &o.timeout);
+    } else if (args.is("--grace-period")) {
+      o.grace_s = seconds_arg(args, true);
+    } else if (args.is("--failure-grace")) {
+      o.failure_grace_s = seconds_arg(args, true);
+    } else if (!args.take("--tag-output", o.tag_output)) {
+      throw args.unexpected();
     }
   }
-  for (; i < argc; ++i) o.program.push_back(argv[i]);
-  if (o.nproc_per_node < 0) usage_error("--nproc-per-node is required");
-  if (o.program.empty()) usage_error("no program given");
-  if (o.node_rank >= o.nnodes) {
-    usage_error("--node-rank " + std::to_string(o.node_rank) + " must be < --nnodes " + std::to_string(o.nnodes));
-  }
-  if (static_cast<long>(o.nnodes) * o.nproc_per_node > 1 << 20) usage_error("too many ranks");
+  if (o.nproc_per_node < 0) throw UsageError{"--nproc-per-node is required"};
+  if (o.program.empty()) throw UsageError{"no program given"};
+  if (o.node_rank >= o.nnodes)
+    throw UsageError{"--node-rank " + std::to_string(o.node_rank) + " must be < --nnodes " + std::to_string(o.nnodes)};
+  if (static_cast<long>(o.nnodes) * o.nproc_per_node > 1 << 20) throw UsageError{"too many ranks"};
   if (o.nnodes > 1) {
-    if (o.master_addr.empty()) usage_error("--master-addr is required with --nnodes > 1 (the address of node 0)");
+    if (o.master_addr.empty()) throw UsageError{"--master-addr is required with --nnodes > 1 (the address of node 0)"};
     if (o.master_port <= 0) o.master_port = dt::kDefaultMasterPort;
   } else {
     if (o.master_addr.empty()) o.master_addr = "127.0.0.1";
@@ -625,7 +596,7 @@ int Launcher::run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options o = parse_args(argc, argv);
+  Options o = dt::tools::parse_or_exit("dtrun", [&] { return parse_args(argc, argv); });
   try {
     return Launcher(std::move(o)).run();
   } catch (const std::exception& e) {

@@ -215,7 +215,12 @@ def case_usage_errors():
                  ["--nproc-per-node"]):
         p, _ = run([DTRUN] + args + (["ok"] if args and args[-1] == HELPER else []))
         check(p.returncode == 2, f"usage error exits 2: {args}", p)
-        check("dtrun:" in p.stderr and "usage:" in p.stderr, f"usage error explains itself: {args}", p)
+        check(p.stderr.startswith("dtrun: ") and "dtrun --help" in p.stderr, f"usage error explains itself: {args}", p)
+    # The program's own arguments pass through untouched, options among them; "--" ends dtrun's options.
+    for args in (["--nproc-per-node", "1", HELPER, "ok", "--help", "--bogus=1"],
+                 ["--nproc-per-node=1", "--", HELPER, "ok", "-h", "--"]):
+        p, _ = run([DTRUN] + args)
+        check(p.returncode == 0 and not p.stdout and not p.stderr, f"passed through: {args}", p)
     p, _ = run([DTRUN, "--nproc-per-node", "1", "/nonexistent/program"])
     check(p.returncode == 127 and "nonexistent" in p.stderr, "a missing program exits 127", p)
     p, _ = run([DTRUN, "--help"])
