@@ -22,13 +22,14 @@
 #include "core/splitmix.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
-#include "examples/cli.h"
+#include "examples/program_world.h"
 #include "fsdp/fully_shard.h"
 #include "fsdp/fully_shard_memory.h"
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
 #include "placement/layout.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -47,105 +48,57 @@ struct Args {
   std::string export_path;  // the model's weights as safetensors at the end
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "train_gpt: " << why << "\n"
-            << "usage: train_gpt [--dp D] [--tp T] [--layers 2] [--dim 128] [--heads 4] [--vocab 512] [--seq 64]\n"
-               "                 [--batch 8] [--hidden 4*dim] [--steps 20] [--seed 0] [--lr 1e-3] [--warmup 0]\n"
-               "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel] [--checkpoint]\n"
-               "                 [--device cpu|cuda] [--fsdp] [--hsdp R] [--mixed-precision bf16|f16] [--cpu-offload]\n"
-               "                 [--save-dir DIR] [--save-every N] [--keep 2] [--async-save] [--resume] [--stop-at N]\n"
-               "                 [--export model.safetensors] [--json]\n"
-               "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
-  std::exit(2);
-}
+constexpr const char* kUsage =
+    "usage: train_gpt [--dp D] [--tp T] [--layers 2] [--dim 128] [--heads 4] [--vocab 512] [--seq 64]\n"
+    "                 [--batch 8] [--hidden 4*dim] [--steps 20] [--seed 0] [--lr 1e-3] [--warmup 0]\n"
+    "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel] [--checkpoint]\n"
+    "                 [--device cpu|cuda] [--fsdp] [--hsdp R] [--mixed-precision bf16|f16] [--cpu-offload]\n"
+    "                 [--save-dir DIR] [--save-every N] [--keep 2] [--async-save] [--resume] [--stop-at N]\n"
+    "                 [--export model.safetensors] [--json]\n"
+    "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
+
+using dt::tools::UsageError;
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto num = [&](auto& dst) { dt::examples::take_number(argc, argv, i, dst, usage); };
-    if (k == "--dp")
-      num(a.dp);
-    else if (k == "--tp")
-      num(a.tp);
-    else if (k == "--layers")
-      num(a.layers);
-    else if (k == "--dim")
-      num(a.dim);
-    else if (k == "--heads")
-      num(a.heads);
-    else if (k == "--vocab")
-      num(a.vocab);
-    else if (k == "--seq")
-      num(a.seq);
-    else if (k == "--batch")
-      num(a.batch);
-    else if (k == "--hidden")
-      num(a.hidden);
-    else if (k == "--steps")
-      num(a.steps);
-    else if (k == "--seed")
-      num(a.seed);
-    else if (k == "--lr")
-      num(a.lr);
-    else if (k == "--warmup")
-      num(a.warmup);
-    else if (k == "--clip")
-      num(a.clip);
-    else if (k == "--successors")
-      num(a.successors);
-    else if (k == "--threads")
-      num(a.threads);
-    else if (k == "--json")
-      a.json = true;
-    else if (k == "--fsdp")
+  dt::tools::ArgReader args(argc, argv, kUsage);
+  while (args.next()) {
+    if (args.take("--dp", a.dp) || args.take("--tp", a.tp) || args.take("--layers", a.layers) ||
+        args.take("--dim", a.dim) || args.take("--heads", a.heads) || args.take("--vocab", a.vocab) ||
+        args.take("--seq", a.seq) || args.take("--batch", a.batch) || args.take("--hidden", a.hidden) ||
+        args.take("--steps", a.steps) || args.take("--seed", a.seed) || args.take("--lr", a.lr) ||
+        args.take("--warmup", a.warmup) || args.take("--clip", a.clip) || args.take("--successors", a.successors) ||
+        args.take("--threads", a.threads) || args.take("--json", a.json) || args.take("--fsdp", a.fsdp) ||
+        args.take("--cpu-offload", a.cpu_offload) || args.take("--sequence-parallel", a.sequence_parallel) ||
+        args.take("--save-every", a.save_every) || args.take("--keep", a.keep) ||
+        args.take("--async-save", a.async_save) || args.take("--stop-at", a.stop_at) ||
+        args.take("--resume", a.resume) || args.take("--save-dir", a.save_dir) ||
+        args.take("--export", a.export_path) || args.take("--checkpoint", a.checkpoint))
+      continue;
+    if (args.take("--hsdp", a.hsdp)) {
       a.fsdp = true;
-    else if (k == "--cpu-offload")
-      a.cpu_offload = true;
-    else if (k == "--hsdp") {
-      num(a.hsdp);
-      a.fsdp = true;
-    } else if (k == "--mixed-precision") {
-      if (i + 1 >= argc) usage("--mixed-precision needs bf16 or f16");
-      a.mixed_precision = argv[++i];
+    } else if (args.is("--mixed-precision")) {
+      a.mixed_precision = args.value();
       if (a.mixed_precision != "bf16" && a.mixed_precision != "f16")
-        usage("--mixed-precision: bf16 or f16, not " + a.mixed_precision);
-    } else if (k == "--device") {
-      if (i + 1 >= argc) usage("--device needs cpu or cuda");
-      const std::string v = argv[++i];
-      if (v != "cpu" && v != "cuda") usage("--device: cpu or cuda, not " + v);
+        throw UsageError{"--mixed-precision: bf16 or f16, not " + a.mixed_precision};
+    } else if (args.is("--device")) {
+      const std::string v = args.value();
+      if (v != "cpu" && v != "cuda") throw UsageError{"--device: cpu or cuda, not " + v};
       a.cuda = v == "cuda";
-    } else if (k == "--sequence-parallel")
-      a.sequence_parallel = true;
-    else if (k == "--save-every")
-      num(a.save_every);
-    else if (k == "--keep")
-      num(a.keep);
-    else if (k == "--async-save")
-      a.async_save = true;
-    else if (k == "--stop-at")
-      num(a.stop_at);
-    else if (k == "--resume")
-      a.resume = true;
-    else if (k == "--save-dir" || k == "--export") {
-      if (i + 1 >= argc) usage(k + " needs a path");
-      (k == "--save-dir" ? a.save_dir : a.export_path) = argv[++i];
-    } else if (k == "--checkpoint")
-      a.checkpoint = true;
-    else if (k == "--help" || k == "-h")
-      usage("help");
-    else
-      usage("unknown option " + k);
+    } else {
+      throw args.unexpected();
+    }
   }
   if (a.dp < 1 || a.tp < 1 || a.steps < 0 || a.batch < 1 || a.seq < 2 || a.vocab < 2 || a.successors < 1 ||
       a.successors > a.vocab)
-    usage("sizes must be positive (seq >= 2, 1 <= successors <= vocab)");
-  if (a.hsdp < 1 || a.dp % a.hsdp != 0) usage("--hsdp R: R must divide --dp");
-  if (!a.mixed_precision.empty() && !a.fsdp) usage("--mixed-precision is FSDP's: add --fsdp");
-  if (a.cpu_offload && (!a.fsdp || !a.cuda)) usage("--cpu-offload is FSDP's, for --device cuda: add --fsdp");
+    throw UsageError{"sizes must be positive (seq >= 2, 1 <= successors <= vocab)"};
+  if (a.hsdp < 1 || a.dp % a.hsdp != 0) throw UsageError{"--hsdp R: R must divide --dp"};
+  if (!a.mixed_precision.empty() && !a.fsdp) throw UsageError{"--mixed-precision is FSDP's: add --fsdp"};
+  if (a.cpu_offload && (!a.fsdp || !a.cuda)) throw UsageError{"--cpu-offload is FSDP's, for --device cuda: add --fsdp"};
   if (a.save_dir.empty() && (a.save_every > 0 || a.resume || a.async_save))
-    usage("--save-every, --resume and --async-save need --save-dir");
-  if (a.save_every < 0 || a.keep < 1 || a.stop_at < 0) usage("--save-every, --stop-at must be >= 0 and --keep >= 1");
+    throw UsageError{"--save-every, --resume and --async-save need --save-dir"};
+  if (a.save_every < 0 || a.keep < 1 || a.stop_at < 0)
+    throw UsageError{"--save-every, --stop-at must be >= 0 and --keep >= 1"};
   return a;
 }
 
@@ -235,7 +188,7 @@ void print_memory(const dt::CommunicatorPtr& world, const dt::Device& device, co
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args a = parse(argc, argv);
+  const Args a = dt::tools::parse_or_exit("train_gpt", [&] { return parse(argc, argv); });
   try {
     // Under a launcher: its processes; started directly: a world of this one process; this rank's threads.
     const dt::examples::ProgramWorld program = dt::examples::join_world(a.threads);

@@ -47,8 +47,9 @@
 #include "collectives/exchange.h"
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/dtensor.h"
-#include "examples/cli.h"
+#include "examples/program_world.h"
 #include "placement/layout.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -57,44 +58,27 @@ struct Args {
   std::string dir;  // parent of the benchmark's own folder
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "ckpt_bench: %s\n"
-               "usage: ckpt_bench [--layers 4] [--dim 512] [--mb N] [--rounds 4] [--warmup 1] [--dir PARENT]\n"
-               "                  [--threads N]\n"
-               "Run under dtrun. The MLP's state (parameters and AdamW moments), or --mb N MiB per rank in 16\n"
-               "tensors; in a folder made under --dir (default $TMPDIR or /tmp), removed at the end.\n",
-               why.c_str());
-  std::exit(2);
-}
+constexpr const char* kUsage =
+    "usage: ckpt_bench [--layers 4] [--dim 512] [--mb N] [--rounds 4] [--warmup 1] [--dir PARENT]\n"
+    "                  [--threads N]\n"
+    "Run under dtrun. The MLP's state (parameters and AdamW moments), or --mb N MiB per rank in 16\n"
+    "tensors; in a folder made under --dir (default $TMPDIR or /tmp), removed at the end.\n";
+
+using dt::tools::UsageError;
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto num = [&](auto& dst) { dt::examples::take_number(argc, argv, i, dst, usage); };
-    if (k == "--layers")
-      num(a.layers);
-    else if (k == "--dim")
-      num(a.dim);
-    else if (k == "--mb")
-      num(a.mb);
-    else if (k == "--rounds")
-      num(a.rounds);
-    else if (k == "--warmup")
-      num(a.warmup);
-    else if (k == "--threads")
-      num(a.threads);
-    else if (k == "--dir") {
-      if (i + 1 >= argc) usage("--dir needs a value");
-      a.dir = argv[++i];
-    } else if (k == "--help" || k == "-h")
-      usage("help");
-    else
-      usage("unknown option " + k);
+  dt::tools::ArgReader args(argc, argv, kUsage);
+  while (args.next()) {
+    if (args.take("--layers", a.layers) || args.take("--dim", a.dim) || args.take("--mb", a.mb) ||
+        args.take("--rounds", a.rounds) || args.take("--warmup", a.warmup) || args.take("--threads", a.threads) ||
+        args.take("--dir", a.dir))
+      continue;
+    throw args.unexpected();
   }
   if (a.layers < 1 || a.dim < 1 || a.mb < 0 || a.threads < 0 || a.warmup < 0 || a.rounds <= a.warmup)
-    usage("--layers, --dim: at least 1; --mb, --threads, --warmup: at least 0; --rounds: more than --warmup");
+    throw UsageError{
+        "--layers, --dim: at least 1; --mb, --threads, --warmup: at least 0; --rounds: more than --warmup"};
   if (a.dir.empty()) {
     const char* tmp = std::getenv("TMPDIR");
     a.dir = tmp && *tmp ? tmp : "/tmp";
@@ -233,7 +217,7 @@ void zero(const std::vector<dt::DTensor>& ts) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args a = parse(argc, argv);
+  const Args a = dt::tools::parse_or_exit("ckpt_bench", [&] { return parse(argc, argv); });
   try {
     const dt::examples::ProgramWorld program = dt::examples::join_world(a.threads);
     const dt::CommunicatorPtr& world = program.world;

@@ -33,12 +33,13 @@
 #include "core/process_memory.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
-#include "examples/cli.h"
+#include "examples/program_world.h"
 #include "fsdp/fully_shard.h"
 #include "nn/layers.h"
 #include "nn/optim.h"
 #include "nn/parallel.h"
 #include "placement/layout.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -49,57 +50,30 @@ struct Args {
   bool fsdp = false, json = false;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::cerr << "fsdp_mlp: " << why << "\n"
-            << "usage: fsdp_mlp [--fsdp] [--dp D] [--tp T] [--layers 4] [--dim 512] [--hidden 4*dim] [--batch 2]\n"
-               "                [--seq 128] [--steps 10] [--warmup 3] [--seed 0] [--lr 1e-3] [--threads N] [--json]\n"
-               "Run under dtrun with D * T processes (or one process for D = T = 1). --fsdp: fully_shard each block\n"
-               "and the root over the dp dim (without it, dp > 1 all-reduces the gradients).\n";
-  std::exit(2);
-}
+constexpr const char* kUsage =
+    "usage: fsdp_mlp [--fsdp] [--dp D] [--tp T] [--layers 4] [--dim 512] [--hidden 4*dim] [--batch 2]\n"
+    "                [--seq 128] [--steps 10] [--warmup 3] [--seed 0] [--lr 1e-3] [--threads N] [--json]\n"
+    "Run under dtrun with D * T processes (or one process for D = T = 1). --fsdp: fully_shard each block\n"
+    "and the root over the dp dim (without it, dp > 1 all-reduces the gradients).\n";
+
+using dt::tools::UsageError;
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto num = [&](auto& dst) { dt::examples::take_number(argc, argv, i, dst, usage); };
-    if (k == "--dp")
-      num(a.dp);
-    else if (k == "--tp")
-      num(a.tp);
-    else if (k == "--layers")
-      num(a.layers);
-    else if (k == "--dim")
-      num(a.dim);
-    else if (k == "--hidden")
-      num(a.hidden);
-    else if (k == "--batch")
-      num(a.batch);
-    else if (k == "--seq")
-      num(a.seq);
-    else if (k == "--steps")
-      num(a.steps);
-    else if (k == "--warmup")
-      num(a.warmup);
-    else if (k == "--seed")
-      num(a.seed);
-    else if (k == "--lr")
-      num(a.lr);
-    else if (k == "--threads")
-      num(a.threads);
-    else if (k == "--fsdp")
-      a.fsdp = true;
-    else if (k == "--json")
-      a.json = true;
-    else if (k == "--help" || k == "-h")
-      usage("help");
-    else
-      usage("unknown option " + k);
+  dt::tools::ArgReader args(argc, argv, kUsage);
+  while (args.next()) {
+    if (args.take("--dp", a.dp) || args.take("--tp", a.tp) || args.take("--layers", a.layers) ||
+        args.take("--dim", a.dim) || args.take("--hidden", a.hidden) || args.take("--batch", a.batch) ||
+        args.take("--seq", a.seq) || args.take("--steps", a.steps) || args.take("--warmup", a.warmup) ||
+        args.take("--seed", a.seed) || args.take("--lr", a.lr) || args.take("--threads", a.threads) ||
+        args.take("--fsdp", a.fsdp) || args.take("--json", a.json))
+      continue;
+    throw args.unexpected();
   }
   if (a.hidden == 0) a.hidden = 4 * a.dim;
   if (a.dp < 1 || a.tp < 1 || a.layers < 1 || a.dim < 1 || a.hidden < 1 || a.batch < 1 || a.seq < 1 || a.steps < 0 ||
       a.warmup < 0 || a.threads < 0)
-    usage("sizes must be positive (steps, warmup, threads: at least 0)");
+    throw UsageError{"sizes must be positive (steps, warmup, threads: at least 0)"};
   return a;
 }
 
@@ -170,7 +144,7 @@ MemoryTheory memory_theory(const Args& a, int64_t rows, int64_t local_param_byte
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args a = parse(argc, argv);
+  const Args a = dt::tools::parse_or_exit("fsdp_mlp", [&] { return parse(argc, argv); });
   try {
     const dt::examples::ProgramWorld program = dt::examples::join_world(a.threads);
     const dt::CommunicatorPtr& world = program.world;

@@ -1,5 +1,6 @@
-// What the training programs (examples/, bench/) share on their command line and at start-up: reading a flag's
-// number, and joining the job. Header-only, so any program can use it without another library.
+// What the training programs (examples/, bench/) share at start-up: joining the job, and checking that it has the
+// ranks their --dp and --tp ask for. Header-only, so any program can use it without another library. (Their
+// command lines go through tools/args.h.)
 //
 //   dt::examples::ProgramWorld w = dt::examples::join_world(args.threads);   // first thing in main
 //   ... DeviceMesh::create(...) uses w.world as the default world ...
@@ -10,10 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <stdexcept>
-#include <string>
 #include <thread>
-#include <type_traits>
 
 #include "collectives/process_group.h"
 #include "collectives/thread/thread_comm.h"
@@ -22,31 +20,6 @@
 #include "kernels/ops/matmul.h"
 
 namespace dt::examples {
-
-// The whole of `text` as a number of dst's type (integer or double); false when it is not one.
-template <typename T>
-bool parse_number(const std::string& text, T& dst) {
-  try {
-    size_t used = 0;
-    if constexpr (std::is_floating_point_v<T>)
-      dst = T(std::stod(text, &used));
-    else
-      dst = T(std::stoll(text, &used));
-    return used == text.size();
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-// A flag's number: argv[i] is the flag, its value follows (i advances past it). `fail(message)` must not return; it
-// is called when the value is missing or not a number of dst's type.
-template <typename T, typename Fail>
-void take_number(int argc, char** argv, int& i, T& dst, Fail&& fail) {
-  const std::string flag = argv[i];
-  if (i + 1 >= argc) fail(flag + " needs a value");
-  const std::string value = argv[++i];
-  if (!parse_number(value, dst)) fail(flag + ": not a number: " + value);
-}
 
 struct ProgramWorld {
   CommunicatorPtr world;
