@@ -20,6 +20,7 @@
 #include "bindings/c_api/handles.h"
 #include "collectives/process_group.h"
 #include "dtensor/dtensor.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -47,14 +48,20 @@ double thread_cpu_us() {
     }                                                                  \
   } while (0)
 
+constexpr const char* kUsage =
+    "usage: dtrun --nproc-per-node N bench/c_api_overhead [ROWS COLS]\n"
+    "  ROWS COLS  the float32 tensor's shape (default 64 16)\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int64_t rows = argc > 2 ? std::atoll(argv[1]) : 64, cols = argc > 2 ? std::atoll(argv[2]) : 16;
-  if (rows < 1 || cols < 1) {
-    std::fprintf(stderr, "usage: c_api_overhead [ROWS COLS] (positive; got %s %s)\n", argv[1], argv[2]);
-    return 2;
-  }
+  int64_t rows = 64, cols = 16;
+  dt::tools::parse_or_exit("bench/c_api_overhead", [&] {
+    const int given = dt::tools::ArgReader(argc, argv, kUsage).operands(rows, cols);
+    if (given == 1) throw dt::tools::UsageError{"ROWS needs COLS"};
+    if (rows < 1 || cols < 1) throw dt::tools::UsageError{"ROWS and COLS must be positive"};
+    return given;
+  });
   dt_comm_t world;
   CHECK(dt_init_from_env(nullptr, &world));
   int32_t rank = 0, size = 1;

@@ -1,6 +1,6 @@
 // Host collectives over UCX, timed exactly like the OpenMPI reference (bench/mpi_collectives.cc; what both share,
 // the size convention and the formulas included, is bench/bench_rows.h), so that rows join on (op, ranks, bytes).
-// Run under dtrun: `dtrun --nproc-per-node N bench/collectives [samples] [warmup] [ops] [sizes]`.
+// Run under dtrun: `dtrun --nproc-per-node N bench/collectives [SAMPLES [WARMUP [OPS [SIZES]]]]` (kUsage).
 //
 // Ops: all_gather, all_gather_inplace (the input already sits in this rank's slot of the output: FSDP's copy-in),
 // reduce_scatter, all_reduce, all_to_all, broadcast. Each sample's ops are waited one by one.
@@ -24,6 +24,7 @@
 #include "collectives/process_group.h"
 #include "core/allocator.h"
 #include "core/error.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -65,18 +66,47 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-int run(int argc, char** argv) {
+constexpr const char* kUsage =
+    "usage: dtrun --nproc-per-node N bench/collectives [SAMPLES [WARMUP [OPS [SIZES]]]]\n"
+    "  SAMPLES  timed samples per row (default 15)\n"
+    "  WARMUP   untimed runs of each row first (default 5)\n"
+    "  OPS      comma separated, of all_gather, all_gather_inplace, reduce_scatter, all_reduce, all_to_all,\n"
+    "           broadcast (default: all of them)\n"
+    "  SIZES    comma separated per-rank input bytes (default: 4 KiB to 256 MiB, bench/bench_rows.h)\n"
+    "DT_BENCH_BUFFERS=pool: buffers from dtensor's host pool instead of malloc.\n";
+
+struct Options {
+  int samples = 15, warmup = 5;
+  std::vector<std::string> ops;
+  std::vector<size_t> sizes = dt::bench::kCollectiveSizes;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  const std::string all = "all_gather,all_gather_inplace,reduce_scatter,all_reduce,all_to_all,broadcast";
+  std::string ops = all, sizes;
+  if (dt::tools::ArgReader(argc, argv, kUsage).operands(o.samples, o.warmup, ops, sizes) > 3) {
+    o.sizes.clear();
+    for (const std::string& s : split_list(sizes)) {
+      size_t bytes = 0;
+      if (!dt::tools::parse_number(s, bytes)) throw dt::tools::UsageError{"SIZES: not a number of bytes: " + s};
+      o.sizes.push_back(bytes);
+    }
+  }
+  o.ops = split_list(ops);
+  const std::vector<std::string> known = split_list(all);
+  for (const std::string& op : o.ops)
+    if (std::find(known.begin(), known.end(), op) == known.end())
+      throw dt::tools::UsageError{"unknown op '" + op + "' in OPS (known: " + all + ")"};
+  return o;
+}
+
+int run(const Options& o) {
   auto comm = dt::init_process_group();
   const int rank = comm->rank(), n = comm->size();
-  const int samples = argc > 1 ? std::atoi(argv[1]) : 15;
-  const int warmup = argc > 2 ? std::atoi(argv[2]) : 5;
-  std::vector<std::string> ops =
-      split_list(argc > 3 ? argv[3] : "all_gather,all_gather_inplace,reduce_scatter,all_reduce,all_to_all,broadcast");
-  std::vector<size_t> sizes = dt::bench::kCollectiveSizes;
-  if (argc > 4) {
-    sizes.clear();
-    for (auto& s : split_list(argv[4])) sizes.push_back(size_t(std::atoll(s.c_str())));
-  }
+  const int samples = o.samples, warmup = o.warmup;
+  const std::vector<std::string>& ops = o.ops;
+  const std::vector<size_t>& sizes = o.sizes;
   const dt::Device cpu = dt::Device::cpu();
   if (rank == 0)
     std::fprintf(stderr, "%-20s %5s %10s %12s %10s %10s %4s\n", "op", "ranks", "bytes", "time_us", "algbw_GB/s",
@@ -147,8 +177,9 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const Options o = dt::tools::parse_or_exit("bench/collectives", [&] { return parse(argc, argv); });
   try {
-    return run(argc, argv);
+    return run(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench/collectives: %s\n", e.what());
     return 1;

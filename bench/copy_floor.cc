@@ -4,7 +4,7 @@
 // peers' inputs never change). Buffers are malloc'ed, as the OpenMPI reference has them. A collective cannot be
 // faster than this on such buffers unless its copies are; ./dev bench (bench/run.sh) prints both libraries against it.
 //
-//   dtrun --nproc-per-node N build/bench/copy_floor [samples] [warmup]
+//   dtrun --nproc-per-node N build/bench/copy_floor [SAMPLES [WARMUP]]
 //
 // Timed like bench/collectives, with the same sizes, data, check and formulas (bench/bench_rows.h). One JSON line per
 // (op, size) on stdout: {"impl":"copy-floor","op":"all_gather","ranks":2,"bytes":S,"time_us":..,"busbw_gbs":..,
@@ -25,6 +25,7 @@
 #include "collectives/process_group.h"
 #include "core/error.h"
 #include "core/tensor.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -46,12 +47,17 @@ bool read_peer(int64_t pid, void* local, int64_t remote, size_t bytes) {
            got < 0 ? std::strerror(errno) : "short read");
 }
 
+constexpr const char* kUsage =
+    "usage: dtrun --nproc-per-node N bench/copy_floor [SAMPLES [WARMUP]]\n"
+    "  SAMPLES  timed samples per row (default 15)\n"
+    "  WARMUP   untimed runs of each row first (default 5)\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  int samples = 15, warmup = 5;
+  dt::tools::read_operands("bench/copy_floor", argc, argv, kUsage, samples, warmup);
   try {
-    const int samples = argc > 1 ? std::atoi(argv[1]) : 15;
-    const int warmup = argc > 2 ? std::atoi(argv[2]) : 5;
     auto world = dt::init_process_group();
     dt::Communicator& c = *world;
     const int r = c.rank(), n = c.size();

@@ -7,7 +7,7 @@
 // Median of `reps` repetitions after 2 warm-ups. One JSON line per figure: {"impl":"membw","figure":"copy_2t",
 // "gbs":18.0}.
 //
-//   build/bench/membw [reps=9]
+//   build/bench/membw [REPS]   (default 9)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/bench_rows.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -62,10 +63,15 @@ void emit(const char* figure, double bytes, double seconds) {
   std::fflush(stdout);
 }
 
+constexpr const char* kUsage =
+    "usage: bench/membw [REPS]\n"
+    "  REPS  timed repetitions of each figure, after 2 warm-ups (default 9)\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int reps = argc > 1 ? std::atoi(argv[1]) : 9;
+  int reps = 9;
+  dt::tools::read_operands("bench/membw", argc, argv, kUsage, reps);
   {
     Buffer s0(kBytes), d0(kBytes), s1(kBytes), d1(kBytes);
     emit("copy_1t", double(kBytes), median_time(1, reps, [&](int) { std::memcpy(d0.p, s0.p, kBytes); }));

@@ -1,7 +1,7 @@
 // The OpenMPI reference for bench/collectives: the same ops, sizes, data, checks and timing (bench/bench_rows.h),
 // through MPI, so that ./dev bench (bench/run.sh) can put both side by side in one run.
 //
-//   mpirun -np N --mca pml ob1 --mca btl self,vader build/bench/mpi_collectives [impl] [samples] [warmup]
+//   mpirun -np N --mca pml ob1 --mca btl self,vader build/bench/mpi_collectives [IMPL [SAMPLES [WARMUP]]]
 //
 // `impl` names the rows (bench/run.sh: "openmpi-vader", OpenMPI over shared memory, whose defaults ob1 + vader with
 // CMA single-copy were the fastest of its settings here). One JSON line per (op, size) on rank 0's stdout.
@@ -17,18 +17,29 @@
 #include <vector>
 
 #include "bench/bench_rows.h"
+#include "tools/args.h"
 
 namespace {
 
 using dt::bench::kCollectiveSizes;
 
-int run(int argc, char** argv) {
+constexpr const char* kUsage =
+    "usage: mpirun -np N bench/mpi_collectives [IMPL [SAMPLES [WARMUP]]]\n"
+    "  IMPL     the rows' \"impl\" (default openmpi)\n"
+    "  SAMPLES  timed samples per row (default 15)\n"
+    "  WARMUP   untimed runs of each row first (default 5)\n";
+
+struct Options {
+  std::string impl = "openmpi";
+  int samples = 15, warmup = 5;
+};
+
+int run(const Options& o) {
   int rank = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  const std::string impl = argc > 1 ? argv[1] : "openmpi";
-  const int samples = argc > 2 ? std::atoi(argv[2]) : 15;
-  const int warmup = argc > 3 ? std::atoi(argv[3]) : 5;
+  const std::string& impl = o.impl;
+  const int samples = o.samples, warmup = o.warmup;
 
   for (const std::string op : {"all_gather", "reduce_scatter", "all_reduce", "all_to_all"}) {
     for (size_t S : kCollectiveSizes) {
@@ -69,8 +80,11 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Read before MPI_Init, so that --help and a usage error leave without it.
+  Options o;
+  dt::tools::read_operands("bench/mpi_collectives", argc, argv, kUsage, o.impl, o.samples, o.warmup);
   MPI_Init(&argc, &argv);
-  const int rc = run(argc, argv);
+  const int rc = run(o);
   MPI_Finalize();
   return rc;
 }

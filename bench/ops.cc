@@ -6,7 +6,7 @@
 // Then the local data movement and elementwise ops (Tensor::copy_ / contiguous / to / fill_, kernels::add / mul on
 // CPU tensors) against a memcpy of the same number of bytes, one JSON line per row:
 //   {"bench":"ops","op":"copy_contig","bytes":..,"gbps":..,"memcpy_gbps":..,"ratio":..}
-// Usage: bench_ops [--quick | --moves]   (--quick: smaller sizes, for a smoke run; --moves: only the data
+// Usage: bench/ops [--quick | --moves]   (--quick: smaller sizes, for a smoke run; --moves: only the data
 // movement rows)
 #include "dtensor/ops.h"
 
@@ -31,6 +31,7 @@ constexpr const char* kBlas = "OpenBLAS";
 #include "core/tensor.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/matmul.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -230,11 +231,23 @@ void bench_moves(bool quick) {
   bench_move("mul_scalar", 2 * f, [&] { (void)k::mul_scalar(x, 0.5); });
 }
 
+constexpr const char* kUsage =
+    "usage: bench/ops [--quick | --moves]\n"
+    "  --quick  smaller sizes, for a smoke run\n"
+    "  --moves  only the data movement rows\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  if (argc > 1 && std::strcmp(argv[1], "--moves") == 0) {
+  bool quick = false, moves = false;
+  dt::tools::parse_or_exit("bench/ops", [&] {
+    dt::tools::ArgReader args(argc, argv, kUsage);
+    while (args.next())
+      if (!args.take("--quick", quick) && !args.take("--moves", moves)) throw args.unexpected();
+    if (quick && moves) throw dt::tools::UsageError{"--quick or --moves, not both"};
+    return 0;
+  });
+  if (moves) {
     bench_moves(false);
     return 0;
   }

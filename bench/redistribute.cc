@@ -1,6 +1,6 @@
 // bench/redistribute: each redistribution transition against the bare collective it performs, in the same run.
 //
-//   dtrun --nproc-per-node N build/bench/redistribute [samples]
+//   dtrun --nproc-per-node N build/bench/redistribute [SAMPLES]   (default 9)
 //
 // For each transition and global tensor size (1, 4, 16, 64 MiB of f32, shape [rows, 1024], and 16 and 64 KiB rows that
 // show the fixed cost of a call: planning, the output tensor, the views' descriptions) it times
@@ -40,6 +40,7 @@
 #include "collectives/process_group.h"
 #include "dtensor/dtensor.h"
 #include "kernels/strided_view.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -87,13 +88,19 @@ struct Case {
   std::function<void(const dt::DTensor& x, dt::Tensor& scratch_in, dt::Tensor& scratch_out)> bare;
 };
 
+constexpr const char* kUsage =
+    "usage: dtrun --nproc-per-node N bench/redistribute [SAMPLES]\n"
+    "  SAMPLES  alternating redistribution / bare samples per row (default 9)\n"
+    "DT_BENCH_CASES, DT_BENCH_KIB, DT_BENCH_COLS and DT_BENCH_BLOCK narrow or shape the run (see the source).\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  int samples = 9;
+  dt::tools::read_operands("bench/redistribute", argc, argv, kUsage, samples);
   try {
     dt::CommunicatorPtr world = dt::init_process_group();
     const int n = world->size();
-    const int samples = argc > 1 ? std::atoi(argv[1]) : 9;
     auto mesh = dt::DeviceMesh::create(dt::Device::cpu(), {n});
     const dt::CommunicatorPtr& comm = mesh.comm(0);
     const bool lead = world->rank() == 0;
