@@ -14,8 +14,9 @@
 #
 # `run` runs the NCCL tests and everything else one at a time (one GPU), then compute-sanitizer's memcheck over the
 # kernel tests (when compute-sanitizer is on the machine: PATH or /usr/local/cuda/bin; it is not packed), then the
-# device bench (JSON lines: kernels against a device-to-device copy, collectives against raw NCCL). It ends with
-# "N passed, N failed, N skipped"; without a usable GPU every test exits 77 and is counted as skipped. Before any test
+# device bench (bench/gpu_bench, JSON lines: kernels against a device-to-device copy, collectives against raw
+# NCCL). It ends with "N passed, N failed, N skipped"; without a usable GPU every test exits 77 and is counted as
+# skipped. Before any test
 # it puts the NVIDIA pip wheels' library folders (PyTorch's NCCL) on the loader path and checks with ldd that every
 # packed binary's libraries resolve (a missing one is named, and nothing runs); each result line is printed as it
 # happens; the logs come back as one archive, $OUT/gpu-logs.tar.gz, beside results.tsv and gpu_bench.jsonl. Tests
@@ -134,7 +135,7 @@ pack)
   build=${BUILD_DIR:-build-gpu}
   dir=${1:-gpu-pack}
   t0=$(date +%s)
-  configure_and_build "$build" tests/gpu/gpu_bench
+  configure_and_build "$build" bench/gpu_bench
   rm -rf "$dir"
   stage=$dir/stage  # bin/ and lib/, compressed into payload.tar.xz at the end
   mkdir -p "$stage/bin" "$stage/lib"
@@ -165,7 +166,7 @@ rows.sort(key=lambda r: r["name"])
 json.dump(rows, open(out, "w"), indent=1)
 print("\n".join(sorted(bins)))
 ' "$build" "$dir/tests.json" > "$dir/.bins"
-  echo "$build/tests/gpu/gpu_bench" >> "$dir/.bins"
+  echo "$build/bench/gpu_bench" >> "$dir/.bins"
   while read -r b; do
     cp "$b" "$stage/bin/"
     case "$b" in *.py) continue ;; esac

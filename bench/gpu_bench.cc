@@ -1,4 +1,5 @@
-// Device benchmarks for tests/gpu/run.sh (not a test: nothing is asserted on time). One JSON line per row:
+// Device benchmarks, run by tests/gpu/run.sh after the GPU checks (nothing is asserted on time). One JSON line a
+// row:
 //   kernels against a device-to-device cudaMemcpy of the same bytes (the bandwidth ceiling of a copy),
 //   collectives of a one-rank NCCL communicator against the same raw NCCL call on a communicator of its own.
 // Exits 77 without a usable GPU.
@@ -16,6 +17,7 @@
 #include "kernels/cast.h"
 #include "kernels/copy.h"
 #include "kernels/reduce.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -140,9 +142,13 @@ void collectives_bench(cudaStream_t s) {
   ncclCommDestroy(raw);
 }
 
+constexpr const char* kUsage =
+    "usage: bench/gpu_bench   (no arguments: kernels against cudaMemcpy, collectives against raw NCCL, on GPU 0)\n";
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  dt::tools::read_operands("gpu_bench", argc, argv, kUsage);
   if (!dt::cuda_available()) {
     std::printf("SKIPPED: no usable CUDA device in this process\n");
     return 77;

@@ -1,5 +1,7 @@
-// Throughput of the CPU data-movement kernels next to memcpy of the same bytes (best of several runs). Not a test:
-// prints a table and one JSON line per row.
+// Throughput of the CPU data-movement kernels (pack / unpack of strided blocks, chunk-cat and split-copy, casts)
+// next to memcpy of the same bytes, best of several runs: a table and one JSON line per row.
+//
+//   build/bench/kernels
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include "kernels/cast.h"
 #include "kernels/chunk_cat.h"
 #include "kernels/copy.h"
+#include "tools/args.h"
 
 namespace {
 
@@ -37,9 +40,12 @@ void row(const std::string& name, double bytes, double secs, double memcpy_secs)
       name.c_str(), bytes, secs, gbs, secs / memcpy_secs);
 }
 
+constexpr const char* kUsage = "usage: bench/kernels   (no arguments: 64 MiB per case, best of 7 runs)\n";
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  dt::tools::read_operands("bench/kernels", argc, argv, kUsage);
   const int reps = 7;
   const int64_t mib = 1 << 20;
   const int64_t total = 64 * mib;  // bytes moved per case
