@@ -37,7 +37,8 @@ struct Args {
   int64_t dp = 1, tp = 1, layers = 2, dim = 128, heads = 4, vocab = 512, seq = 64, batch = 8, steps = 20;
   int64_t hidden = 0, seed = 0, threads = 0, successors = 4, warmup = 0;
   double lr = 1e-3, clip = 1.0;
-  bool json = false, sequence_parallel = false, checkpoint = false, cuda = false, fsdp = false, cpu_offload = false;
+  bool json = false, sequence_parallel = false, activation_checkpointing = false, cuda = false, fsdp = false,
+       cpu_offload = false;
   int64_t hsdp = 1;             // replicate groups of HSDP (1: plain FSDP)
   std::string mixed_precision;  // "", "bf16" or "f16": FSDP's param dtype (gradients reduced in f32)
   std::string save_dir;         // checkpoints in save_dir/step-NNNNNN (model and AdamW state)
@@ -51,10 +52,10 @@ struct Args {
 constexpr const char* kUsage =
     "usage: train_gpt [--dp D] [--tp T] [--layers 2] [--dim 128] [--heads 4] [--vocab 512] [--seq 64]\n"
     "                 [--batch 8] [--hidden 4*dim] [--steps 20] [--seed 0] [--lr 1e-3] [--warmup 0]\n"
-    "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel] [--checkpoint]\n"
-    "                 [--device cpu|cuda] [--fsdp] [--hsdp R] [--mixed-precision bf16|f16] [--cpu-offload]\n"
-    "                 [--save-dir DIR] [--save-every N] [--keep 2] [--async-save] [--resume] [--stop-at N]\n"
-    "                 [--export model.safetensors] [--json]\n"
+    "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel]\n"
+    "                 [--activation-checkpointing] [--device cpu|cuda] [--fsdp] [--hsdp R]\n"
+    "                 [--mixed-precision bf16|f16] [--cpu-offload] [--save-dir DIR] [--save-every N]\n"
+    "                 [--keep 2] [--async-save] [--resume] [--stop-at N] [--export model.safetensors] [--json]\n"
     "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
 
 using dt::tools::UsageError;
@@ -73,7 +74,7 @@ Args parse(int argc, char** argv) {
         args.take("--save-every", a.save_every) || args.take("--keep", a.keep) ||
         args.take("--async-save", a.async_save) || args.take("--stop-at", a.stop_at) ||
         args.take("--resume", a.resume) || args.take("--save-dir", a.save_dir) ||
-        args.take("--export", a.export_path) || args.take("--checkpoint", a.checkpoint))
+        args.take("--export", a.export_path) || args.take("--activation-checkpointing", a.activation_checkpointing))
       continue;
     if (args.take("--hsdp", a.hsdp)) {
       a.fsdp = true;
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
     cfg.hidden = a.hidden;
     auto model = std::make_shared<dt::nn::Gpt>(cfg);
     if (a.tp > 1) dt::nn::parallelize_module(model, tp, dt::nn::gpt_tp_plan(cfg, a.sequence_parallel));
-    if (a.checkpoint)
+    if (a.activation_checkpointing)
       for (auto& block : model->layers) block->set_activation_checkpointing(true);
     model->materialize(tp, uint64_t(a.seed));
     if (a.fsdp) {
