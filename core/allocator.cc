@@ -136,9 +136,10 @@ class CachingAllocator : public Allocator {
         auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
         DT_ASSERT(it != live_.end(), "deallocate of a block this pool did not hand out (", ptr, ")");
         std::vector<Stream> streams = std::move(it->second.streams);
+        std::vector<void*> recorded = std::move(it->second.events);
         live_.erase(it);
-        if (!streams.empty()) {  // Note [Stream-safe frees]
-          Pending pend{ptr, sz, {}};
+        if (!streams.empty() || !recorded.empty()) {  // Note [Stream-safe frees]
+          Pending pend{ptr, sz, std::move(recorded)};
           for (const Stream& st : streams) pend.events.push_back(events_->record(st));
           pending_.push_back(std::move(pend));
           return;
@@ -166,6 +167,18 @@ class CachingAllocator : public Allocator {
     for (const Stream& st : streams)
       if (st.handle == stream.handle) return;
     streams.push_back(stream);
+  }
+
+  void forget_stream(Stream stream) override {
+    if (!events_ || stream.handle == nullptr) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [base, live] : live_) {
+      auto it = std::find_if(live.streams.begin(), live.streams.end(),
+                             [&](const Stream& st) { return st.handle == stream.handle; });
+      if (it == live.streams.end()) continue;
+      live.streams.erase(it);
+      live.events.push_back(events_->record(stream));
+    }
   }
 
   void empty_cache() override {
@@ -220,7 +233,7 @@ class CachingAllocator : public Allocator {
   }
   // Stream-ordered pools: remember a block handed out (mu_ held).
   void track_locked(void* p, size_t sz) {
-    if (events_) live_[reinterpret_cast<uintptr_t>(p)] = Live{sz, {}};
+    if (events_) live_[reinterpret_cast<uintptr_t>(p)] = Live{sz, {}, {}};
   }
   // Moves freed blocks whose streams finished their work to the cache; with `wait`, waits for all (mu_ held).
   void collect_pending_locked(bool wait) {
@@ -283,6 +296,7 @@ class CachingAllocator : public Allocator {
   struct Live {
     size_t size;
     std::vector<Stream> streams;
+    std::vector<void*> events;  // recorded by forget_stream on streams that are gone since
   };
   std::map<uintptr_t, Live> live_;
   struct Pending {

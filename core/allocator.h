@@ -30,6 +30,9 @@ class Allocator {
     (void)ptr;
     (void)stream;
   }
+  // Call before destroying `stream` (a communicator's internal stream): every live block recorded on it is ordered by
+  // an event recorded on it now instead, so that its free records nothing on a stream that no longer exists.
+  virtual void forget_stream(Stream stream) { (void)stream; }
 };
 
 // The process-wide pool for `device` (created on first use; never destroyed).

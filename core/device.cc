@@ -72,6 +72,14 @@ void synchronize(const Device& device, Stream stream) {
 #endif
 }
 
+void set_current_device(const Device& device) {
+  if (device.is_cpu()) return;
+  check_device_usable(device);
+#if defined(DT_WITH_CUDA)
+  DT_CUDA_CHECK(cudaSetDevice(device.index), "set_current_device(", device, ")");
+#endif
+}
+
 DeviceGuard::DeviceGuard(const Device& device) {
   if (device.is_cpu()) return;
   check_device_usable(device);

@@ -37,6 +37,9 @@ bool cuda_available();
 void check_device_usable(const Device& device);
 // Blocks until all work queued on `stream` of `device` finished (no-op on the CPU).
 void synchronize(const Device& device, Stream stream = {});
+// Makes `device` the calling thread's current CUDA device and leaves it so (cudaSetDevice), as a rank's start does
+// (torch.cuda.set_device): a CUDA mesh made by device type sets it. A no-op for the CPU.
+void set_current_device(const Device& device);
 
 // Makes `device` the calling thread's current CUDA device for the scope and restores the previous one after: the
 // runtime API, NCCL and the kernels act on the current device, and a library call must not leave the caller's

@@ -51,6 +51,9 @@ DeviceMesh DeviceMesh::create(CommunicatorPtr world, DeviceType type, std::vecto
                               std::vector<std::string> names, std::vector<int64_t> ranks) {
   DT_CHECK_ARG(world != nullptr, "DeviceMesh::create: the world communicator is null");
   const Device device = mesh_device_for(*world, type);
+  // A non-NCCL world (UCX with staged device buffers) never made this rank's GPU current: the raw CUDA calls of the
+  // host program (and of libraries that follow the current device) would all land on GPU 0.
+  if (device.is_cuda() && world->home_device() != device) set_current_device(device);
   return create(std::move(world), device, std::move(sizes), std::move(names), std::move(ranks));
 }
 

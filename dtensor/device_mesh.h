@@ -33,7 +33,8 @@ class DeviceMesh {
   static DeviceMesh create(Device device, std::vector<int64_t> sizes, std::vector<std::string> names = {},
                            std::vector<int64_t> ranks = {});
   // By device type, as PyTorch's init_device_mesh("cuda", ...): kCPU is Device::cpu(); kCUDA is this rank's own GPU
-  // (mesh_device_for). Throws Unsupported on a rank that has no usable CUDA device.
+  // (mesh_device_for), which also becomes the thread's current device (as init_device_mesh sets it). Throws
+  // Unsupported on a rank that has no usable CUDA device.
   static DeviceMesh create(CommunicatorPtr world, DeviceType type, std::vector<int64_t> sizes,
                            std::vector<std::string> names = {}, std::vector<int64_t> ranks = {});
   static DeviceMesh create(DeviceType type, std::vector<int64_t> sizes, std::vector<std::string> names = {},

@@ -14,6 +14,7 @@ void cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t 
   if (count == 0) return;
   if (device.is_cpu()) return cpu::cast(dst, dst_dtype, src, src_dtype, count);
 #if defined(DT_WITH_CUDA)
+  DeviceGuard guard(device);  // the buffers' device, not the thread's current one
   return cuda::cast(dst, dst_dtype, src, src_dtype, count, stream);
 #else
   (void)stream;

@@ -39,6 +39,7 @@ void chunk_cat(std::span<const StridedView> inputs, void* out, DType out_dtype, 
   if (total == 0) return;
   if (device.is_cpu()) return cpu::chunk_cat(inputs, out, out_dtype, padded_numels);
 #if defined(DT_WITH_CUDA)
+  DeviceGuard guard(device);  // the buffers' device, not the thread's current one
   return cuda::chunk_cat(inputs, out, out_dtype, padded_numels, stream);
 #else
   (void)out_dtype;
@@ -54,6 +55,7 @@ void split_copy(const void* in, DType in_dtype, std::span<const int64_t> padded_
   if (total == 0) return;
   if (device.is_cpu()) return cpu::split_copy(in, in_dtype, padded_numels, outputs);
 #if defined(DT_WITH_CUDA)
+  DeviceGuard guard(device);  // the buffers' device, not the thread's current one
   return cuda::split_copy(in, in_dtype, padded_numels, outputs, stream);
 #else
   (void)in_dtype;

@@ -13,6 +13,7 @@ void run_copy_cast(const StridedView& dst, const StridedView& src, Device device
   if (device.is_cpu()) return cpu::copy_cast(dst, src);
 #if defined(DT_WITH_CUDA)
   (void)what;
+  DeviceGuard guard(device);  // the buffers' device, not the thread's current one
   return cuda::copy_cast(dst, src, stream);
 #else
   (void)stream;
@@ -75,6 +76,7 @@ void copy_bytes(void* dst, const void* src, size_t nbytes, Device device, Stream
     return;
   }
 #if defined(DT_WITH_CUDA)
+  DeviceGuard guard(device);  // the buffers' device, not the thread's current one
   return cuda::copy_bytes(dst, src, nbytes, stream);
 #else
   (void)stream;

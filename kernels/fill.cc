@@ -43,6 +43,7 @@ void fill(const StridedView& dst, Scalar value, Device device, Stream stream) {
   uint64_t bits = scalar_bits(value, dst.dtype);
   if (device.is_cpu()) return cpu::fill(dst, bits);
 #if defined(DT_WITH_CUDA)
+  DeviceGuard guard(device);  // the buffers' device, not the thread's current one
   return cuda::fill(dst, bits, stream);
 #else
   (void)stream;

@@ -15,6 +15,7 @@ void reduce(void* out, const void* a, const void* b, int64_t count, DType dtype,
   if (count == 0) return;
   if (device.is_cpu()) return cpu::reduce(out, a, b, count, dtype, op);
 #if defined(DT_WITH_CUDA)
+  DeviceGuard guard(device);  // the buffers' device, not the thread's current one
   return cuda::reduce(out, a, b, count, dtype, op, stream);
 #else
   (void)stream;
@@ -28,6 +29,7 @@ void divide_by(void* x, int64_t count, DType dtype, int64_t divisor, Device devi
   if (count == 0 || divisor == 1) return;
   if (device.is_cpu()) return cpu::divide_by(x, count, dtype, divisor);
 #if defined(DT_WITH_CUDA)
+  DeviceGuard guard(device);  // the buffers' device, not the thread's current one
   return cuda::divide_by(x, count, dtype, divisor, stream);
 #else
   (void)stream;

@@ -308,7 +308,10 @@ NcclState::~NcclState() {
   try {
     DeviceGuard guard(device);
     for (cudaEvent_t e : free_events) cudaEventDestroy(e);
-    if (stream) cudaStreamDestroy(stream);
+    if (stream) {
+      allocator_for(device).forget_stream(Stream{stream});  // tensors used on it may outlive it
+      cudaStreamDestroy(stream);
+    }
     if (scratch) cudaFree(scratch);
     cudaGetLastError();
   } catch (...) {
@@ -365,16 +368,21 @@ void NcclState::abort(const std::string& cause, const NcclWork* timed_out) {
           RemoteError(str_cat(w->describe(), " failed: ", label(), " was aborted: ", why, recent))));
     }
   }
-  // Enqueues polling a pending NCCL call see `aborted` and release `mu` promptly.
-  std::lock_guard<std::mutex> lock(mu);
-  if (comm != nullptr && may_abort) {
+  // Enqueues polling a pending NCCL call see `aborted` and release `mu` promptly. The communicator is taken out under
+  // `mu` (later calls find none and fail at once) and aborted after it is released: ncclCommAbort may take long, and
+  // no other thread's call should wait on the lock for it.
+  ncclComm_t doomed = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    std::swap(doomed, comm);
+  }
+  if (doomed != nullptr && may_abort) {
     try {
       DeviceGuard guard(device);
-      ncclCommAbort(comm);
+      ncclCommAbort(doomed);
     } catch (...) {
     }
   }
-  comm = nullptr;
 }
 
 void NcclState::start_watchdog() {

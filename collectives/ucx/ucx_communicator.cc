@@ -255,9 +255,19 @@ class PinnedPool {
   void release(char* data, size_t size, cudaEvent_t ev, int device, cudaStream_t stream) {
     {
       DeviceGuard guard(Device::cuda(device));
-      if (cudaEventRecord(ev, stream) != cudaSuccess)
-        cudaStreamSynchronize(stream);  // the block must not be reused early
-      cudaGetLastError();
+      if (cudaEventRecord(ev, stream) != cudaSuccess) {
+        // No event marks the block's last use: wait for the stream instead. When that fails too, nothing says the
+        // copies reading or writing the block are over, so the block is never reused (kept, not freed: a copy in
+        // flight may still touch it; the device is broken by then and its next call reports why).
+        cudaGetLastError();
+        const cudaError_t synced = cudaStreamSynchronize(stream);
+        cudaGetLastError();
+        if (synced != cudaSuccess) {
+          DT_LOG_WARN("UCX staging: no event or synchronize on the stream of a ", size, "-byte pinned block (",
+                      cudaGetErrorString(synced), "); the block is not reused");
+          return;
+        }
+      }
     }
     std::lock_guard<std::mutex> lock(mu_);
     free_.push_back({data, size, ev});

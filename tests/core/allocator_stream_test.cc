@@ -15,6 +15,7 @@ namespace {
 class FakeEvents : public StreamEvents {
  public:
   void* record(Stream stream) override {
+    if (gone_.count(stream.handle)) ADD_FAILURE() << "an event recorded on a destroyed stream";
     events_.push_back({stream.handle, false, false});
     return reinterpret_cast<void*>(events_.size());
   }
@@ -32,6 +33,8 @@ class FakeEvents : public StreamEvents {
     for (Event& e : events_)
       if (e.stream == stream.handle) e.fired = true;
   }
+  // The stream was destroyed: recording on it from now on is an error.
+  void destroy_stream(Stream stream) { gone_.insert(stream.handle); }
   size_t recorded() const { return events_.size(); }
   bool all_destroyed() const {
     for (const Event& e : events_)
@@ -47,6 +50,7 @@ class FakeEvents : public StreamEvents {
   };
   Event& at(void* e) { return events_.at(reinterpret_cast<size_t>(e) - 1); }
   std::vector<Event> events_;
+  std::set<void*> gone_;
 };
 
 const Stream kComm{reinterpret_cast<void*>(0x10)}, kUser{reinterpret_cast<void*>(0x20)};
@@ -116,6 +120,33 @@ TEST(AllocatorStreams, EmptyCacheWaitsForPendingBlocks) {
   EXPECT_EQ(events->synchronized, 3);
   EXPECT_TRUE(events->all_destroyed());
   EXPECT_EQ(pool->cached_bytes(), 0u);
+  EXPECT_EQ(pool->allocated_bytes(), 0u);
+}
+
+// A communicator destroys its internal stream while blocks recorded on it are still alive (a tensor outlives the
+// communicator): forget_stream records their events first, and their frees later record nothing on the dead stream.
+TEST(AllocatorStreams, ForgottenStreamOrdersItsBlocksByAnEventRecordedBeforeItWent) {
+  auto events = std::make_shared<FakeEvents>();
+  auto pool = make_stream_ordered_pool_for_testing(events);
+  void* a = pool->allocate(4096);
+  void* b = pool->allocate(4096);
+  pool->record_stream(a, kComm);
+  pool->record_stream(a, kUser);
+  pool->record_stream(b, kUser);
+  pool->forget_stream(kComm);
+  EXPECT_EQ(events->recorded(), 1u) << "one event for the one block recorded on the stream";
+  events->destroy_stream(kComm);
+  pool->deallocate(a, 4096);  // records on kUser only
+  EXPECT_EQ(events->recorded(), 2u);
+  events->finish(kUser);
+  void* c = pool->allocate(4096);
+  EXPECT_NE(c, a) << "reused before the forgotten stream's work finished";
+  events->finish(kComm);  // its work up to forget_stream ran
+  void* d = pool->allocate(4096);
+  EXPECT_EQ(d, a);
+  for (void* p : {b, c, d}) pool->deallocate(p, 4096);
+  pool->empty_cache();
+  EXPECT_TRUE(events->all_destroyed());
   EXPECT_EQ(pool->allocated_bytes(), 0u);
 }
 

@@ -22,18 +22,17 @@
 #include "kernels/ops/reduction.h"
 #include "kernels/ops/softmax.h"
 #include "tests/dtensor/redistribute_cases.h"
+#include "tests/gpu_test_main.h"
 
 namespace dt {
 namespace {
 
 CommunicatorPtr nccl_world() {
-  static CommunicatorPtr w = init_process_group(DeviceType::kCUDA);
-  return w;
+  return test::shared_until_tests_end([] { return init_process_group(DeviceType::kCUDA); });
 }
 
 CommunicatorPtr ucx_world() {
-  static CommunicatorPtr w = init_process_group(DeviceType::kCPU);
-  return w;
+  return test::shared_until_tests_end([] { return init_process_group(DeviceType::kCPU); });
 }
 
 // The GPU of this rank: the NCCL communicator's own, or device 0 that the UCX ranks share.

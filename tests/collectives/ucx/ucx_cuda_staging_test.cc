@@ -6,13 +6,13 @@
 
 #include "collectives/process_group.h"
 #include "core/tensor.h"
+#include "tests/gpu_test_main.h"
 
 namespace dt {
 namespace {
 
 std::shared_ptr<Communicator> world() {
-  static std::shared_ptr<Communicator> c = init_process_group();
-  return c;
+  return test::shared_until_tests_end([] { return init_process_group(); });
 }
 
 TEST(UcxCudaStaging, CollectivesOnDeviceTensors) {
