@@ -283,15 +283,11 @@ class PinnedPool {
 // otherwise read the buffer before the upload landed.
 class StagedWork : public Work {
  public:
-  StagedWork(WorkPtr host, std::shared_ptr<CUevent_st> uploaded)
-      : host_(std::move(host)), uploaded_(std::move(uploaded)) {}
+  StagedWork(WorkPtr host, std::shared_ptr<Event> uploaded) : host_(std::move(host)), uploaded_(std::move(uploaded)) {}
   void wait(Duration timeout) override { host_->wait(timeout); }
   void wait_stream(Stream stream, Device device) override {
     host_->wait();  // the host call finished: the upload is enqueued and the event recorded behind it
-    DeviceGuard guard(device);
-    DT_CUDA_CHECK(
-        cudaStreamWaitEvent(static_cast<cudaStream_t>(resolve_stream(stream, device).handle), uploaded_.get(), 0),
-        host_->describe(), ": wait_stream on ", device);
+    uploaded_->block(resolve_stream(stream, device));
   }
   bool is_completed() override { return host_->is_completed(); }
   std::exception_ptr error() override { return host_->error(); }
@@ -303,7 +299,7 @@ class StagedWork : public Work {
 
  private:
   WorkPtr host_;
-  std::shared_ptr<CUevent_st> uploaded_;
+  std::shared_ptr<Event> uploaded_;  // empty until the upload is enqueued (and for calls that upload nothing)
 };
 }  // namespace
 
@@ -322,16 +318,11 @@ WorkPtr UcxCommunicator::enqueue_staged(const CollectiveArgs& a) {
   ops.download = [stream](void* host, const void* dev, size_t n) {
     DT_CUDA_CHECK(cudaMemcpyAsync(host, dev, n, cudaMemcpyDeviceToHost, stream), "UCX staging (download)");
   };
-  cudaEvent_t ev = nullptr;
-  DT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "UCX staging");
-  std::shared_ptr<CUevent_st> uploaded(ev, [device](cudaEvent_t e) {
-    DeviceGuard g(Device::cuda(device));
-    cudaEventDestroy(e);
-  });
+  auto uploaded = std::make_shared<Event>();  // written by the upload, read after the host call finished
   ops.upload = [stream, device, uploaded](void* dev, const void* host, size_t n) {
     DeviceGuard upload_guard(Device::cuda(device));
     DT_CUDA_CHECK(cudaMemcpyAsync(dev, host, n, cudaMemcpyHostToDevice, stream), "UCX staging (upload)");
-    DT_CUDA_CHECK(cudaEventRecord(uploaded.get(), stream), "UCX staging (upload event)");
+    *uploaded = Event::record(Device::cuda(device), Stream{stream});
   };
   ops.wait_downloads = [stream] { DT_CUDA_CHECK(cudaStreamSynchronize(stream), "UCX staging"); };
   ops.host_buffer = [stream, device](size_t n) { return PinnedPool::instance().acquire(n, device, stream); };
