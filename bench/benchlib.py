@@ -1,7 +1,7 @@
 """What the benchmark drivers that run dtensor against PyTorch share (bench/train/run.py, bench/fsdp/run.py,
 bench/checkpoint/run.py).
 
-- the PyTorch virtual environment: its folder (DT_BENCH_VENV, else DT_BENCH_TRAIN_VENV, else BUILD_DIR/bench-venv)
+- the PyTorch virtual environment: its folder (DT_BENCH_VENV, else DT_BENCH_TRAIN_VENV, else BUILD_DIR/py-venv)
   and its making (python3 -m venv, pip install torch numpy from PyPI the first time: about 3 GB);
 - running one program (a launcher line) with a deadline, reading the JSON lines it prints, and each run's step time:
   the median of rank 0's step_s after the warm-up steps;
@@ -65,9 +65,9 @@ def parse_driver_args(ap, argv):
 
 
 def venv_dir(build):
-    """The PyTorch venv's folder: DT_BENCH_VENV, else DT_BENCH_TRAIN_VENV (its older name), else BUILD/bench-venv."""
+    """The PyTorch venv's folder: DT_BENCH_VENV, else DT_BENCH_TRAIN_VENV (its older name), else BUILD/py-venv (the one the tests use)."""
     return (os.environ.get("DT_BENCH_VENV") or os.environ.get("DT_BENCH_TRAIN_VENV") or
-            os.path.join(build, "bench-venv"))
+            os.path.join(build, "py-venv"))
 
 
 def ensure_venv(venv, who="bench"):

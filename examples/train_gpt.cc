@@ -26,7 +26,7 @@
 #include "fsdp/fully_shard.h"
 #include "fsdp/fully_shard_memory.h"
 #include "nn/checkpoint.h"
-#include "nn/gpt.h"
+#include "nn/models/gpt.h"
 #include "nn/optim.h"
 #include "placement/layout.h"
 #include "tools/args.h"

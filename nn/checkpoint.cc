@@ -1,5 +1,7 @@
 #include "nn/checkpoint.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace dt::nn {
@@ -108,20 +110,29 @@ checkpoint::LoadResult load_checkpoint(const std::string& dir, Module& model, Op
   return r;
 }
 
+SafetensorsValues read_safetensors(const std::string& path, const Module& model, const checkpoint::LoadOptions& options,
+                                   const std::function<std::string(const std::string&)>& file_name) {
+  checkpoint::TensorList targets;
+  SafetensorsValues out;
+  for (const auto& [name, t] : model.state_dict()) {
+    out.values.push_back({name, empty_like(t)});
+    targets.push_back({file_name ? file_name(name) : name, out.values.back().second});
+  }
+  out.result = checkpoint::import_safetensors(path, targets, options);
+  std::vector<std::string> missing;  // in the model's names
+  for (size_t i = 0; i < targets.size(); ++i)
+    if (std::find(out.result.missing.begin(), out.result.missing.end(), targets[i].first) != out.result.missing.end())
+      missing.push_back(out.values[i].first);
+  std::erase_if(out.values,
+                [&](const auto& v) { return std::find(missing.begin(), missing.end(), v.first) != missing.end(); });
+  return out;
+}
+
 checkpoint::LoadResult load_safetensors(const std::string& path, Module& model,
                                         const checkpoint::LoadOptions& options) {
-  checkpoint::TensorList targets;
-  StateDict values;
-  for (const auto& [name, t] : model.state_dict()) {
-    values.push_back({name, empty_like(t)});
-    targets.push_back(values.back());
-  }
-  checkpoint::LoadResult r = checkpoint::import_safetensors(path, targets, options);
-  StateDict loaded;
-  for (const auto& [name, t] : values)
-    if (std::find(r.missing.begin(), r.missing.end(), name) == r.missing.end()) loaded.push_back({name, t});
-  model.load_state_dict(loaded, /*strict=*/false);
-  return r;
+  SafetensorsValues r = read_safetensors(path, model, options);
+  model.load_state_dict(r.values, /*strict=*/false);
+  return r.result;
 }
 
 }  // namespace dt::nn

@@ -17,6 +17,7 @@
 // checkpoint lists every parameter.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "dtensor/checkpoint/checkpoint.h"
@@ -48,6 +49,17 @@ checkpoint::SaveHandle save_checkpoint_async(const std::string& dir, const Modul
 // checkpoint's metadata and what was missing or unexpected.
 checkpoint::LoadResult load_checkpoint(const std::string& dir, Module& model, Optimizer* optimizer,
                                        const checkpoint::LoadOptions& options = {});
+
+// The model's state read from a safetensors file or Hugging Face index into new tensors laid out like the model's
+// (nothing in the model changes): `values` under the model's names (those found), `result` under the file's names.
+// file_name maps a model name to the name in the file (default: the same).
+struct SafetensorsValues {
+  checkpoint::LoadResult result;
+  StateDict values;
+};
+SafetensorsValues read_safetensors(const std::string& path, const Module& model,
+                                   const checkpoint::LoadOptions& options = {},
+                                   const std::function<std::string(const std::string&)>& file_name = {});
 
 // The model's weights from a safetensors file or Hugging Face index (names = the model's fully-qualified names, as
 // checkpoint::export_safetensors(path, model.state_dict()) writes them), into the model's layout.

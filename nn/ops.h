@@ -93,6 +93,20 @@ Variable cross_entropy(const Variable& logits, const DTensor& targets, int64_t i
 // `mask` (optional): causal_mask(T, T, mesh), for callers that reuse it across calls.
 Variable scaled_dot_product_attention(const Variable& q, const Variable& k, const Variable& v, bool causal = true,
                                       std::optional<double> scale = std::nullopt, const DTensor& mask = DTensor());
+// Fused attention (kernels/ops/attention.h): softmax(q k^T * scale [+ causal mask]) v with an online softmax over
+// key tiles, so no [Tq, Tk] tensor exists in forward or backward (the backward recomputes from the saved
+// log-sum-exp). q [B, Hq, Tq, D], k and v [B, Hkv, Tk, D] with Hq a multiple of Hkv (grouped-query attention,
+// without repeating k and v). Causal masks are bottom-right aligned: query i sits at position i + Tk - Tq (a decode
+// step's single query sees the whole cache). key_start (one per batch row, global) masks keys before it (left
+// padding). Any layout: heads and batch may stay sharded, the rest is replicated first (Note [Fused attention
+// layouts] in nn/ops/attention.cc).
+struct FusedAttentionOptions {
+  bool causal = true;
+  std::optional<double> scale;  // default 1 / sqrt(D)
+  std::vector<int64_t> key_start;
+};
+Variable fused_attention(const Variable& q, const Variable& k, const Variable& v,
+                         const FusedAttentionOptions& options = {});
 // True above the diagonal of [tq, tk] (the positions a causal query may not see), Replicate on `mesh`.
 DTensor causal_mask(int64_t tq, int64_t tk, const DeviceMesh& mesh);
 // Rotary position embedding (GPT-NeoX "rotate half"): x * cos + rotate_half(x) * sin, x [..., T, hd], cos and sin
@@ -103,6 +117,25 @@ struct RopeTables {
 };
 // cos/sin of t * theta^(-2j/hd), each [T, hd] (the half-table repeated), Replicate on `mesh`.
 RopeTables rope_tables(int64_t seq, int64_t head_dim, double theta, const DeviceMesh& mesh, DType dtype = DType::f32);
+// Llama 3's RoPE frequency scaling (Hugging Face rope_type "llama3"): wavelengths longer than
+// original_max_positions / low_freq_factor are divided by factor, shorter than original_max_positions /
+// high_freq_factor kept, and those between interpolated smoothly. factor 0: no scaling.
+struct RopeScaling {
+  double factor = 0;
+  double low_freq_factor = 1, high_freq_factor = 4;
+  int64_t original_max_positions = 8192;
+  bool enabled() const { return factor > 0; }
+};
+// The head_dim / 2 inverse frequencies theta^(-2j/hd), scaled.
+std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& scaling = {});
+// cos/sin of positions start .. start + seq - 1 times inv_freq, each [seq, 2 * inv_freq.size()].
+RopeTables rope_tables(int64_t start, int64_t seq, const std::vector<double>& inv_freq, const DeviceMesh& mesh,
+                       DType dtype = DType::f32);
+// One table per batch row, [starts.size(), seq, head_dim]: row b holds positions starts[b] .. starts[b] + seq - 1
+// (generation, where left-padded rows sit at different positions; a negative start is a padding slot's position,
+// masked by attention, harmless here). apply_rope takes either form.
+RopeTables rope_tables(const std::vector<int64_t>& starts, int64_t seq, const std::vector<double>& inv_freq,
+                       const DeviceMesh& mesh, DType dtype = DType::f32);
 
 // ---- placements ----
 // Differentiable redistribute: the gradient is redistributed back to x's placements, with Partial replaced by

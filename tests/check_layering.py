@@ -72,6 +72,9 @@ SUBLAYER_RULES = [
     (lambda rel: _backend_of(rel) is not None,
      lambda inc: inc.startswith(COLLECTIVES_BACKENDS),  # filtered to other backends below
      "a collectives backend includes no other backend"),
+    (lambda rel: rel.startswith("nn/") and not rel.startswith("nn/models/"),
+     lambda inc: inc.startswith("nn/models/"),
+     "nn/models/ (model families) builds on nn/; the rest of nn/ does not include it"),
     (lambda rel: rel.startswith("dtensor/"),
      lambda inc: inc.startswith("collectives/") and inc not in DTENSOR_COLLECTIVES,
      "dtensor/ sees the collectives only through " + ", ".join(DTENSOR_COLLECTIVES)),

@@ -28,7 +28,7 @@ Exits 1 when a run failed.
 Environment: DT_BENCH_CKPT_ROUNDS (3), DT_BENCH_CKPT_STEPS (4: rounds inside each run), DT_BENCH_CKPT_WARMUP (1),
 DT_BENCH_CKPT_CASES, DT_BENCH_CKPT_MB (256), DT_BENCH_CKPT_ARGS (arguments for both programs, e.g. "--dir /data"
 for the folder the checkpoints go to), DT_BENCH_CKPT_TORCH_ONLY=1, DT_BENCH_VENV (the PyTorch venv; default
-BUILD_DIR/bench-venv).
+BUILD_DIR/py-venv).
 """
 import json
 import os

@@ -34,7 +34,7 @@ Exits 1 when a run failed.
 
 Environment: DT_BENCH_FSDP_ROUNDS (5), DT_BENCH_FSDP_STEPS (10), DT_BENCH_FSDP_WARMUP (3), DT_BENCH_FSDP_CASES,
 DT_BENCH_FSDP_ARGS (MLP model arguments for both sides, e.g. "--layers 2 --dim 256"), DT_BENCH_FSDP_TORCH_ONLY=1,
-DT_BENCH_VENV (the PyTorch venv; also DT_BENCH_TRAIN_VENV; default BUILD_DIR/bench-venv).
+DT_BENCH_VENV (the PyTorch venv; also DT_BENCH_TRAIN_VENV; default BUILD_DIR/py-venv).
 """
 import json
 import os

@@ -13,7 +13,7 @@ F.scaled_dot_product_attention. A run's step time is the median of its step_s af
 the median over rounds. Peak memory: every rank of both sides runs under bench/train/peak_rss.py, which records its
 peak RSS (the maximum over rounds is reported); dtensor's own figure (its allocator's peak, rank 0) is shown beside.
 
-The PyTorch side runs from a virtual environment, BUILD_DIR/bench-venv, made the first time (pip install torch numpy
+The PyTorch side runs from a virtual environment, BUILD_DIR/py-venv, made the first time (pip install torch numpy
 from PyPI: about 3 GB). MODEL_ARGS (after --, or DT_BENCH_TRAIN_ARGS) go to both programs, e.g. "--batch 16 --dim 256".
 
 Environment: DT_BENCH_TRAIN_ROUNDS (3), DT_BENCH_TRAIN_STEPS (20), DT_BENCH_TRAIN_WARMUP (3), DT_BENCH_TRAIN_ARGS,

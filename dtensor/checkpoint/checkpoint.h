@@ -80,6 +80,9 @@ struct LoadOptions {
   // listing both otherwise, before anything is read). Non-strict: only the tensors present on both sides are loaded
   // and the others are reported.
   bool strict = true;
+  // A floating tensor stored in another floating dtype (bf16 on disk, f32 in the model) is cast on load, once per
+  // block; otherwise a dtype that differs is an InvalidArgument.
+  bool convert_dtype = false;
 };
 
 struct LoadResult {

@@ -23,6 +23,12 @@ void fill_block(Reader& reader, const StoredTensor& t, const DTensor& target) {
   const Tensor& local = target.to_local();
   const Box box{target.local_offset(), local.shape()};
   if (box.numel() == 0) return;
+  if (t.dtype != local.dtype()) {  // LoadOptions::convert_dtype: read as stored, cast once
+    Tensor host = Tensor::empty(local.shape(), t.dtype, Device::cpu());
+    reader.read_block(t, box, host.data_ptr());
+    Tensor(local).copy_(host.to(local.dtype()));
+    return;
+  }
   if (local.device().is_cpu() && local.is_contiguous()) {
     reader.read_block(t, box, local.data_ptr());
     return;
@@ -60,9 +66,11 @@ LoadResult load_index(const Index& index, const TensorList& tensors, const LoadO
     const auto& [name, t] = tensors[i];
     const StoredTensor* s = found[i];
     if (s == nullptr) continue;
-    DT_CHECK_ARG(s->dtype == t.dtype() && s->shape == t.shape(), what, ": tensor '", name, "' is ",
+    const bool convertible = options.convert_dtype && is_floating(s->dtype) && is_floating(t.dtype());
+    DT_CHECK_ARG((s->dtype == t.dtype() || convertible) && s->shape == t.shape(), what, ": tensor '", name, "' is ",
                  dtype_name(s->dtype), " ", shape_str(s->shape), " in '", index.path, "' but ", dtype_name(t.dtype()),
-                 " ", shape_str(t.shape()), " in the model");
+                 " ", shape_str(t.shape()), " in the model",
+                 s->shape == t.shape() && !options.convert_dtype ? " (LoadOptions::convert_dtype casts on load)" : "");
   }
   Reader reader(index);
   for (size_t i = 0; i < tensors.size(); ++i) {

@@ -56,10 +56,10 @@ std::vector<Variable> GeluMlp::forward(const std::vector<Variable>& in) {
   return {(*w2)(gelu((*w1)(in.at(0)), GeluApprox::kTanh))};
 }
 
-SwiGluMlp::SwiGluMlp(int64_t dim, int64_t hidden) : Module("SwiGluMlp") {
-  w1 = register_module("w1", std::make_shared<Linear>(dim, hidden, false));
-  w2 = register_module("w2", std::make_shared<Linear>(hidden, dim, false));
-  w3 = register_module("w3", std::make_shared<Linear>(dim, hidden, false));
+SwiGluMlp::SwiGluMlp(int64_t dim, int64_t hidden, bool bias) : Module("SwiGluMlp") {
+  w1 = register_module("w1", std::make_shared<Linear>(dim, hidden, bias));
+  w2 = register_module("w2", std::make_shared<Linear>(hidden, dim, bias));
+  w3 = register_module("w3", std::make_shared<Linear>(dim, hidden, bias));
 }
 
 std::vector<Variable> SwiGluMlp::forward(const std::vector<Variable>& in) {

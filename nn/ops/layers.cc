@@ -1,5 +1,6 @@
 // The functions behind network layers (nn/ops.h): softmax, norms, embedding, cross-entropy, attention, RoPE.
 #include <cmath>
+#include <numbers>
 
 #include "core/error.h"
 #include "dtensor/factory.h"
@@ -115,18 +116,56 @@ Variable scaled_dot_product_attention(const Variable& q, const Variable& k, cons
 }
 
 RopeTables rope_tables(int64_t seq, int64_t head_dim, double theta, const DeviceMesh& mesh, DType dtype) {
+  return rope_tables(0, seq, rope_inv_freq(head_dim, theta), mesh, dtype);
+}
+
+std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScaling& sc) {
   DT_CHECK_ARG(head_dim > 0 && head_dim % 2 == 0, "nn::rope_tables: head_dim must be even and positive, got ",
                head_dim);
-  const int64_t half = head_dim / 2;
-  Tensor c = Tensor::empty({seq, head_dim}, DType::f64), s = Tensor::empty({seq, head_dim}, DType::f64);
+  DT_CHECK_ARG(theta > 0, "nn::rope_tables: rope_theta must be positive, got ", theta);
+  std::vector<double> f(size_t(head_dim / 2));
+  for (size_t j = 0; j < f.size(); ++j) f[j] = std::pow(theta, -2.0 * double(j) / double(head_dim));
+  if (!sc.enabled()) return f;
+  DT_CHECK_ARG(sc.high_freq_factor > sc.low_freq_factor && sc.low_freq_factor > 0 && sc.original_max_positions > 0,
+               "nn::rope_inv_freq: llama3 scaling needs high_freq_factor > low_freq_factor > 0 and a positive "
+               "original_max_position_embeddings, got ",
+               sc.high_freq_factor, ", ", sc.low_freq_factor, ", ", sc.original_max_positions);
+  const double old_len = double(sc.original_max_positions);
+  const double low_wavelen = old_len / sc.low_freq_factor, high_wavelen = old_len / sc.high_freq_factor;
+  for (double& x : f) {
+    const double wavelen = 2 * std::numbers::pi / x;
+    if (wavelen > low_wavelen) {
+      x /= sc.factor;
+    } else if (wavelen >= high_wavelen) {
+      const double smooth = (old_len / wavelen - sc.low_freq_factor) / (sc.high_freq_factor - sc.low_freq_factor);
+      x = (1 - smooth) * x / sc.factor + smooth * x;
+    }
+  }
+  return f;
+}
+
+RopeTables rope_tables(int64_t start, int64_t seq, const std::vector<double>& inv_freq, const DeviceMesh& mesh,
+                       DType dtype) {
+  RopeTables r = rope_tables(std::vector<int64_t>{start}, seq, inv_freq, mesh, dtype);
+  return {dt::reshape(r.cos, {seq, r.cos.shape()[2]}), dt::reshape(r.sin, {seq, r.sin.shape()[2]})};
+}
+
+RopeTables rope_tables(const std::vector<int64_t>& starts, int64_t seq, const std::vector<double>& inv_freq,
+                       const DeviceMesh& mesh, DType dtype) {
+  DT_CHECK_ARG(seq >= 0 && !inv_freq.empty() && !starts.empty(), "nn::rope_tables: ", starts.size(),
+               " start positions, ", seq, " positions and ", inv_freq.size(), " frequencies");
+  const int64_t half = int64_t(inv_freq.size()), head_dim = 2 * half, rows = int64_t(starts.size());
+  Tensor c = Tensor::empty({rows, seq, head_dim}, DType::f64), s = Tensor::empty({rows, seq, head_dim}, DType::f64);
   double* pc = c.data<double>();
   double* ps = s.data<double>();
-  for (int64_t t = 0; t < seq; ++t)
-    for (int64_t j = 0; j < half; ++j) {
-      const double a = double(t) * std::pow(theta, -2.0 * double(j) / double(head_dim));
-      pc[t * head_dim + j] = pc[t * head_dim + j + half] = std::cos(a);
-      ps[t * head_dim + j] = ps[t * head_dim + j + half] = std::sin(a);
-    }
+  for (int64_t b = 0; b < rows; ++b)
+    for (int64_t t = 0; t < seq; ++t)
+      for (int64_t j = 0; j < half; ++j) {
+        const double a = double(starts[size_t(b)] + t) * inv_freq[size_t(j)];
+        const int64_t at = (b * seq + t) * head_dim + j;
+        pc[at] = pc[at + half] = std::cos(a);
+        ps[at] = ps[at + half] = std::sin(a);
+      }
   return RopeTables{as_replicate(c.to(dtype), mesh), as_replicate(s.to(dtype), mesh)};
 }
 
@@ -145,16 +184,24 @@ DTensor rope_blocks(const DTensor& x, const DTensor& cos, const DTensor& sin) {
     }
   DTensor xx = local ? x : x.redistribute(p);
   if (!xx.mesh().is_member()) return xx;
-  Tensor out = kernels::rope(xx.to_local(), cos.to_local(), sin.to_local());
+  Tensor c = cos.to_local(), s = sin.to_local();
+  if (c.dim() == 3) {  // a table per batch row: this block's rows
+    const int64_t b0 = xx.local_offset()[0], nb = xx.to_local().shape()[0];
+    c = c.narrow(0, b0, nb);
+    s = s.narrow(0, b0, nb);
+  }
+  Tensor out = kernels::rope(xx.to_local(), c, s);
   return DTensor::from_local_unchecked(out, xx.mesh(), xx.spec(), xx.shape());
 }
 
 }  // namespace
 
 Variable apply_rope(const Variable& x, const DTensor& cos, const DTensor& sin) {
-  DT_CHECK_ARG(x.dim() >= 2 && cos.shape() == Shape({x.shape()[size_t(x.dim() - 2)], x.shape().back()}) &&
-                   sin.shape() == cos.shape(),
-               "nn::apply_rope: x [..., T, head_dim] ", shape_str(x.shape()), " needs cos and sin [T, head_dim], got ",
+  const bool per_row = cos.dim() == 3 && x.dim() >= 3;
+  const Shape table = per_row ? Shape({x.shape()[0], x.shape()[size_t(x.dim() - 2)], x.shape().back()})
+                              : Shape({x.dim() >= 2 ? x.shape()[size_t(x.dim() - 2)] : -1, x.shape().back()});
+  DT_CHECK_ARG(x.dim() >= 2 && cos.shape() == table && sin.shape() == cos.shape(), "nn::apply_rope: x [..., T, ",
+               "head_dim] ", shape_str(x.shape()), " needs cos and sin [T, head_dim] (or [B, T, head_dim]), got ",
                shape_str(cos.shape()), " and ", shape_str(sin.shape()));
   DTensor out = rope_blocks(x.data(), cos, sin);
   // The adjoint: rotate_half's transpose is -rotate_half and sin's halves are equal, so it is rope with -sin.

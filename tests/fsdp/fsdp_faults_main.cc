@@ -14,7 +14,7 @@
 #include "collectives/process_group.h"
 #include "dtensor/ops.h"
 #include "fsdp/fully_shard.h"
-#include "nn/gpt.h"
+#include "nn/models/gpt.h"
 #include "nn/optim.h"
 
 namespace {

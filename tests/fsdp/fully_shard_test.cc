@@ -15,7 +15,7 @@
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/reduction.h"
 #include "nn/autograd.h"
-#include "nn/gpt.h"
+#include "nn/models/gpt.h"
 #include "nn/optim.h"
 #include "nn/parallel.h"
 #include "tests/nn/grad_test_util.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/gpt.h"
+#include "nn/models/gpt.h"
 #include "nn/ops.h"
 #include "tests/dtensor/ops/op_test_util.h"
 

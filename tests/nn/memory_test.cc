@@ -8,7 +8,7 @@
 
 #include "core/memory_stats.h"
 #include "nn/autograd.h"
-#include "nn/gpt.h"
+#include "nn/models/gpt.h"
 #include "nn/optim.h"
 #include "nn/parallel.h"
 #include "tests/nn/grad_test_util.h"

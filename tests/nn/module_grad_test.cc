@@ -13,7 +13,7 @@
 
 #include "core/splitmix.h"
 #include "nn/autograd.h"
-#include "nn/gpt.h"
+#include "nn/models/gpt.h"
 #include "tests/nn/grad_test_util.h"
 
 namespace dt {
@@ -177,7 +177,14 @@ nn::ParallelPlan block_plan(const nn::GptConfig& cfg, bool sp) {
 }
 
 nn::GptConfig gpt_config(bool tied) {
-  return {.vocab = 11, .dim = 8, .layers = 1, .heads = 2, .hidden = 12, .tie_embeddings = tied};
+  nn::GptConfig c;
+  c.vocab = 11;
+  c.dim = 8;
+  c.layers = 1;
+  c.heads = 2;
+  c.hidden = 12;
+  c.tie_embeddings = tied;
+  return c;
 }
 
 std::vector<Case> cases() {
@@ -224,7 +231,28 @@ std::vector<Case> cases() {
                                    {"wk", ColwiseParallel()},
                                    {"wv", ColwiseParallel()},
                                    {"wo", RowwiseParallel()}})}}});
+  // Grouped-query attention with a head_dim of its own, biases (Qwen2's q/k/v, Llama's o) and Llama 3 RoPE scaling.
+  nn::AttentionOptions gqa;
+  gqa.kv_heads = 2;
+  gqa.head_dim = 6;
+  gqa.qkv_bias = gqa.o_bias = true;
+  gqa.rope_scaling =
+      nn::RopeScaling{.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_positions = 16};
+  v.push_back({"Attention GQA",
+               [gqa] { return std::make_shared<nn::Attention>(8, 4, gqa); },
+               {2, 4, 8},
+               0,
+               {{"megatron", plan({{"wq", ColwiseParallel()},
+                                   {"wk", ColwiseParallel()},
+                                   {"wv", ColwiseParallel()},
+                                   {"wo", RowwiseParallel()}})},
+                {"kv replicated", plan({{"wq", ColwiseParallel()}, {"wo", RowwiseParallel()}})}}});
   const nn::GptConfig untied = gpt_config(false), tied = gpt_config(true);
+  nn::GptConfig mqa = untied;  // one kv head: replicated over tp by the plan
+  mqa.heads = 4;
+  mqa.kv_heads = 1;
+  mqa.head_dim = 4;
+  mqa.qkv_bias = mqa.mlp_bias = true;
   nn::GptConfig gelu_block = untied;
   gelu_block.norm = nn::NormKind::kLayerNorm;
   gelu_block.mlp = nn::MlpKind::kGelu;
@@ -244,6 +272,12 @@ std::vector<Case> cases() {
                {2, 4},
                untied.vocab,
                {{"megatron", plan(nn::gpt_tp_plan(untied))}, {"megatron sp", plan(nn::gpt_tp_plan(untied, true))}}});
+  v.push_back(
+      {"Gpt multi-query",
+       [mqa] { return std::make_shared<nn::Gpt>(mqa); },
+       {2, 4},
+       mqa.vocab,
+       {{"megatron", plan(nn::gpt_tp_plan(mqa, false, 2))}, {"megatron sp", plan(nn::gpt_tp_plan(mqa, true, 2))}}});
   v.push_back({"Gpt tied",
                [tied] { return std::make_shared<nn::Gpt>(tied); },
                {2, 4},

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "nn/autograd.h"
-#include "nn/gpt.h"
+#include "nn/models/gpt.h"
 #include "nn/optim.h"
 #include "tests/nn/grad_test_util.h"
 

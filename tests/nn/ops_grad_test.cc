@@ -2,6 +2,9 @@
 // gradients (every input placement on [2], [3], [2, 2], uneven and empty shards) against one rank.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
+#include "collectives/thread/thread_comm.h"
 #include "dtensor/comm_counter.h"
 #include "dtensor/factory.h"
 #include "nn/autograd.h"
@@ -348,6 +351,19 @@ TEST(NnGrad, AttentionAndRope) {
   check_op(
       "sdpa causal", {{{2, 2, 4, 2}}, {{2, 2, 4, 2}}, {{2, 2, 4, 2}}},
       [](const V& x) { return nn::scaled_dot_product_attention(x[0], x[1], x[2]); }, f);
+  // The fused attention: causal and not, grouped-query (2 and 1 kv heads), a decode step (one query over a cache),
+  // left padding, length 1; every placement of q, k and v the harness tries (heads, batch, sequence or head dim
+  // sharded, uneven and empty shards).
+  auto fused = [](bool causal, std::optional<double> scale = std::nullopt, std::vector<int64_t> key_start = {}) {
+    const nn::FusedAttentionOptions o{.causal = causal, .scale = scale, .key_start = key_start};
+    return [o](const V& x) { return nn::fused_attention(x[0], x[1], x[2], o); };
+  };
+  check_op("fused causal", {{{2, 2, 5, 2}}, {{2, 2, 5, 2}}, {{2, 2, 5, 2}}}, fused(true), f);
+  check_op("fused full", {{{2, 2, 3, 2}}, {{2, 2, 5, 2}}, {{2, 2, 5, 2}}}, fused(false), f);
+  check_op("fused gqa", {{{1, 4, 4, 2}}, {{1, 2, 4, 2}}, {{1, 2, 4, 2}}}, fused(true), f);
+  check_op("fused mqa decode", {{{2, 3, 1, 2}}, {{2, 1, 6, 2}}, {{2, 1, 6, 2}}}, fused(true), f);
+  check_op("fused left padding", {{{3, 2, 4, 2}}, {{3, 2, 4, 2}}, {{3, 2, 4, 2}}}, fused(true, 0.7, {0, 2, 3}), f);
+  check_op("fused length 1", {{{2, 2, 1, 2}}, {{2, 2, 1, 2}}, {{2, 2, 1, 2}}}, fused(true), f);
   check_op(
       "rope", {{{2, 3, 4}}},
       [](const V& x) {
@@ -356,6 +372,36 @@ TEST(NnGrad, AttentionAndRope) {
       },
       f);
   f.report(60);
+}
+
+// The fused attention against the composed one (the T x T scores, softmax, the k and v heads repeated for each
+// query head): values and gradients on one rank, f64.
+TEST(NnGrad, FusedAttentionEqualsTheComposedOne) {
+  const DeviceMesh mesh = DeviceMesh::create(make_thread_world(1)[0], Device::cpu(), {1});
+  for (auto [hq, hkv, t, causal] : {std::tuple{4, 4, 9, true}, {4, 2, 9, true}, {4, 1, 7, false}, {2, 2, 0, true}}) {
+    auto make = [&](int64_t h, uint64_t seed) {
+      return Variable(nn_test::replicate_on(Tensor::randn({2, h, t, 8}, seed, DType::f64), mesh), true);
+    };
+    Variable q = make(hq, 1), k = make(hkv, 2), v = make(hkv, 3);
+    const DTensor w = nn_test::replicate_on(Tensor::randn({2, hq, t, 8}, 4, DType::f64), mesh);
+    auto repeat = [&](const Variable& y) {
+      return nn::reshape(nn::expand(nn::unsqueeze(y, 2), {2, hkv, hq / hkv, t, 8}), {2, hq, t, 8});
+    };
+    std::vector<Tensor> grads[2];
+    for (int composed = 0; composed < 2; ++composed) {
+      Variable o = composed ? nn::scaled_dot_product_attention(q, repeat(k), repeat(v), causal)
+                            : nn::fused_attention(q, k, v, {.causal = causal, .scale = std::nullopt, .key_start = {}});
+      nn::sum(nn::mul(o, Variable(w))).backward();
+      for (Variable* x : {&q, &k, &v}) {
+        grads[composed].push_back(x->grad().full_tensor().clone());
+        x->zero_grad();
+      }
+      grads[composed].push_back(o.full_tensor());
+    }
+    for (size_t i = 0; i < grads[0].size(); ++i)
+      EXPECT_TRUE(allclose(grads[0][i], grads[1][i], 1e-12, 1e-12))
+          << "hq " << hq << " hkv " << hkv << " t " << t << " causal " << causal << " item " << i;
+  }
 }
 
 TEST(NnGrad, Redistribute) {

@@ -6,7 +6,7 @@
 #include "core/splitmix.h"
 #include "dtensor/comm_counter.h"
 #include "nn/autograd.h"
-#include "nn/gpt.h"
+#include "nn/models/gpt.h"
 #include "nn/optim.h"
 #include "tests/nn/grad_test_util.h"
 

@@ -1,9 +1,18 @@
-// Gpt (nn/gpt.h).
-#include "nn/gpt.h"
+// Gpt (nn/models/gpt.h).
+#include "nn/models/gpt.h"
 
 #include "core/error.h"
 
 namespace dt::nn {
+
+AttentionOptions GptConfig::attention() const {
+  return AttentionOptions{.kv_heads = kv_heads,
+                          .head_dim = head_dim,
+                          .rope_theta = rope_theta,
+                          .rope_scaling = rope_scaling,
+                          .qkv_bias = qkv_bias,
+                          .o_bias = o_bias};
+}
 
 Gpt::Gpt(const GptConfig& c) : Module("Gpt"), config(c) {
   DT_CHECK_ARG(c.vocab > 0 && c.dim > 0 && c.layers >= 0 && c.heads > 0, "Gpt: invalid config (vocab ", c.vocab,
@@ -11,8 +20,8 @@ Gpt::Gpt(const GptConfig& c) : Module("Gpt"), config(c) {
   tok_embeddings = register_module("tok_embeddings", std::make_shared<Embedding>(c.vocab, c.dim));
   auto list = std::make_shared<ModuleList>();
   for (int64_t i = 0; i < c.layers; ++i) {
-    layers.push_back(
-        std::make_shared<TransformerBlock>(c.dim, c.heads, c.hidden_size(), c.norm, c.mlp, c.norm_eps, c.rope_theta));
+    layers.push_back(std::make_shared<TransformerBlock>(c.dim, c.heads, c.hidden_size(), c.norm, c.mlp, c.norm_eps,
+                                                        c.attention(), c.mlp_bias));
     list->append(layers.back());
   }
   register_module("layers", list);
@@ -24,6 +33,8 @@ std::vector<Variable> Gpt::forward(const std::vector<Variable>& in) {
   DT_CHECK_ARG(in.size() == 1 && in[0].defined() && in[0].dim() == 2, "Gpt: expects token ids [batch, seq]");
   Variable h = (*tok_embeddings)(in[0]);
   for (auto& block : layers) h = (*block)(h);
+  if (logits_to_keep > 0 && logits_to_keep < h.shape()[1])
+    h = narrow(h, 1, h.shape()[1] - logits_to_keep, logits_to_keep);
   h = (*norm)(h);
   if (output) return {(*output)(h)};
   return {linear(h, tok_embeddings->weight)};
@@ -35,7 +46,7 @@ int64_t Gpt::num_parameters() const {
   return n;
 }
 
-ParallelPlan gpt_tp_plan(const GptConfig& c, bool sp) {
+ParallelPlan gpt_tp_plan(const GptConfig& c, bool sp, int64_t tp_size) {
   ParallelPlan plan;
   const Placement seq = Shard{1};
   plan.emplace_back("tok_embeddings", RowwiseParallel({.input_layouts = Replicate{},
@@ -52,7 +63,9 @@ ParallelPlan gpt_tp_plan(const GptConfig& c, bool sp) {
     plan.emplace_back("layers.*.attention", PrepareModuleInput({seq}, {Replicate{}}));
     plan.emplace_back("layers.*.feed_forward", PrepareModuleInput({seq}, {Replicate{}}));
   }
-  for (const char* w : {"wq", "wk", "wv"}) plan.emplace_back(std::string("layers.*.attention.") + w, ColwiseParallel());
+  const bool shard_kv = tp_size <= 0 || c.kv_head_count() % tp_size == 0;
+  for (const char* w : {"wq", "wk", "wv"})
+    if (shard_kv || w[1] == 'q') plan.emplace_back(std::string("layers.*.attention.") + w, ColwiseParallel());
   plan.emplace_back("layers.*.attention.wo", RowwiseParallel({.input_layouts = std::nullopt, .output_layouts = in}));
   plan.emplace_back("layers.*.feed_forward.w1", ColwiseParallel());
   if (c.mlp == MlpKind::kSwiGlu) plan.emplace_back("layers.*.feed_forward.w3", ColwiseParallel());
