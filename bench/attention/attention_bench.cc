@@ -85,10 +85,11 @@ int main(int argc, char** argv) {
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
-  std::printf("{\"impl\":\"%s\",\"t\":%lld,\"batch\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"head_dim\":%lld,"
-              "\"threads\":%lld,\"fwd_bwd_s\":[",
-              a.impl.c_str(), (long long)a.t, (long long)a.batch, (long long)a.heads, (long long)a.kv_heads,
-              (long long)a.head_dim, (long long)a.threads);
+  std::printf(
+      "{\"impl\":\"%s\",\"t\":%lld,\"batch\":%lld,\"heads\":%lld,\"kv_heads\":%lld,\"head_dim\":%lld,"
+      "\"threads\":%lld,\"fwd_bwd_s\":[",
+      a.impl.c_str(), (long long)a.t, (long long)a.batch, (long long)a.heads, (long long)a.kv_heads,
+      (long long)a.head_dim, (long long)a.threads);
   for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.6f", i ? "," : "", times[i]);
   std::printf("],\"median_s\":%.6f,\"saved_bytes\":%lld}\n", sorted[sorted.size() / 2], (long long)saved);
   return 0;
