@@ -15,13 +15,14 @@
 # rounds (bench/copy_floor: the own block by memcpy and each peer's block by one process_vm_readv, nothing else).
 #
 # Then the other benchmarks of the build (bench/ops: local op kernels against raw BLAS; bench/train: the GPT training
-# step against PyTorch; bench/attention: the fused attention against the composed one and PyTorch; bench/fsdp: FSDP against PyTorch FSDP2; bench/checkpoint: sharded checkpoints against raw
+# step against PyTorch; bench/attention: the fused attention against the composed one and PyTorch; bench/generate:
+# decoding against transformers' generate; bench/fsdp: FSDP against PyTorch FSDP2; bench/checkpoint: sharded checkpoints against raw
 # file I/O and torch.distributed.checkpoint; the PyTorch sides from a virtual environment made in the build folder the
 # first time), each printing its own table.
 #
 # Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
 # DT_BENCH_REDIST_SAMPLES (25: alternating redistribution / bare samples per row of bench/redistribute),
-# DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute|attention|train|fsdp|checkpoint;
+# DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute|attention|generate|train|fsdp|checkpoint;
 # bench/train/run.py, bench/fsdp/run.py and bench/checkpoint/run.py list their own (DT_BENCH_TRAIN_*, DT_BENCH_FSDP_*,
 # DT_BENCH_CKPT_*; DT_BENCH_VENV: the PyTorch venv).
 set -euo pipefail
@@ -63,6 +64,12 @@ if [ -z "$only" ] || [ "$only" = attention ]; then
   echo "== bench/attention" >&2
   [ "$only" = attention ] && exec /usr/bin/python3 "$root/bench/attention/run.py" "$build"
   /usr/bin/python3 "$root/bench/attention/run.py" "$build" || echo "bench/run.sh: bench/attention failed (above)" >&2
+fi
+if [ -z "$only" ] || [ "$only" = generate ]; then
+  # Greedy decoding against transformers' generate, and tensor-parallel decoding's per-token latency (bench/generate).
+  echo "== bench/generate" >&2
+  [ "$only" = generate ] && exec /usr/bin/python3 "$root/bench/generate/run.py" "$build"
+  /usr/bin/python3 "$root/bench/generate/run.py" "$build" || echo "bench/run.sh: bench/generate failed (above)" >&2
 fi
 if [ -z "$only" ] || [ "$only" = train ]; then
   # dtensor's GPT training step (examples/train_gpt) against its PyTorch twin, one process and tp=2 (bench/train).

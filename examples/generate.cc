@@ -25,18 +25,19 @@ namespace {
 constexpr const char* kUsage =
     "usage: generate --model DIR [--dp N] [--tp N] [--fsdp] --prompt IDS [--prompt IDS ...]\n"
     "                [--max-new-tokens N] [--temperature T] [--top-k K] [--top-p P] [--seed S] [--stop IDS]\n"
-    "                [--threads N] [--logits FILE] [--json]\n"
+    "                [--threads N] [--warmup N] [--logits FILE] [--json]\n"
     "  --model DIR        a Hugging Face folder (config.json, model.safetensors or shards with their index)\n"
     "  --dp, --tp         the mesh (dp x tp processes under dtrun; default 1 x 1); --fsdp shards the weights over dp\n"
     "  --prompt IDS       comma-separated token ids, one prompt per --prompt (lengths may differ)\n"
     "  --temperature T    0 (default): greedy; otherwise sampling, with --top-k / --top-p and --seed\n"
     "  --stop IDS         comma-separated token ids that end a row (default: the config's eos_token_id)\n"
+    "  --warmup N         generate N tokens first, untimed (first-call costs out of the figures)\n"
     "  --logits FILE      also write the prompts' logits (one forward) to FILE (safetensors, \"logits\")\n"
     "  --json             one JSON line with the tokens and timings instead of the text report\n";
 
 struct Args {
   std::string model, logits;
-  int64_t dp = 1, tp = 1, threads = 0;
+  int64_t dp = 1, tp = 1, threads = 0, warmup = 0;
   bool fsdp = false, json = false;
   std::vector<std::vector<int64_t>> prompts;
   std::vector<int64_t> stop;
@@ -62,9 +63,9 @@ Args parse(int argc, char** argv) {
   while (args.next()) {
     if (args.take("--model", a.model) || args.take("--dp", a.dp) || args.take("--tp", a.tp) ||
         args.take("--fsdp", a.fsdp) || args.take("--threads", a.threads) || args.take("--json", a.json) ||
-        args.take("--logits", a.logits) || args.take("--max-new-tokens", a.gen.max_new_tokens) ||
-        args.take("--temperature", a.gen.temperature) || args.take("--top-k", a.gen.top_k) ||
-        args.take("--top-p", a.gen.top_p) || args.take("--seed", a.gen.seed))
+        args.take("--warmup", a.warmup) || args.take("--logits", a.logits) ||
+        args.take("--max-new-tokens", a.gen.max_new_tokens) || args.take("--temperature", a.gen.temperature) ||
+        args.take("--top-k", a.gen.top_k) || args.take("--top-p", a.gen.top_p) || args.take("--seed", a.gen.seed))
       continue;
     if (args.is("--prompt")) {
       a.prompts.push_back(parse_ids(args.value()));
@@ -119,6 +120,12 @@ int main(int argc, char** argv) {
     o.stop_tokens = a.stop_given ? a.stop : m.config.eos_token_ids;
     if (m.config.pad_token_id && *m.config.pad_token_id >= 0 && *m.config.pad_token_id < m.config.model.vocab)
       o.pad_token = *m.config.pad_token_id;
+    if (a.warmup > 0) {
+      dt::nn::GenerateOptions w = o;
+      w.max_new_tokens = a.warmup;
+      w.on_step = nullptr;
+      dt::nn::generate(*m.model, m.mesh["tp"], a.prompts, w);
+    }
     const dt::nn::GenerateResult r = dt::nn::generate(*m.model, m.mesh["tp"], a.prompts, o);
     if (lead && a.json) {
       std::printf("{\"tokens\": [");

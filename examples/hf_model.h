@@ -29,7 +29,7 @@ inline HfModel load_hf_model(const std::string& folder, int64_t dp, int64_t tp, 
   m.mesh = DeviceMesh::create(device, {dp, tp}, {"dp", "tp"});
   m.model = std::make_shared<nn::Gpt>(m.config.model);
   if (tp > 1) nn::parallelize_module(m.model, m.mesh["tp"], nn::gpt_tp_plan(m.config.model, false, tp));
-  m.model->materialize(m.mesh["tp"], 0);
+  m.model->materialize_empty(m.mesh["tp"]);  // every value comes from the folder
   if (fsdp) {
     fsdp::FsdpOptions o{.mesh_dims = {"dp"}, .gradient_divide_factor = 1.0};
     for (auto& block : m.model->layers) fsdp::fully_shard(block, m.mesh, o);

@@ -217,7 +217,7 @@ void Module::set_parameter_layout(const std::string& name, const DeviceMesh& mes
 const DeviceMesh& Module::parameter_mesh(const std::string& name) const { return slot(name).mesh; }
 
 void Module::materialize_own(const std::string& prefix, const DeviceMesh& mesh, uint64_t seed,
-                             std::optional<DType> dtype) {
+                             std::optional<DType> dtype, bool fill) {
   for (ParamSlot& s : params_) {
     if (!s.owner || s.var.defined()) continue;
     const DeviceMesh& m = s.mesh.defined() ? s.mesh : mesh;
@@ -227,30 +227,39 @@ void Module::materialize_own(const std::string& prefix, const DeviceMesh& mesh, 
     o.dtype = dtype.value_or(s.dtype);
     o.seed = parameter_seed(seed, prefix + s.name);
     DTensor d;
-    switch (s.init.kind) {
-      case Init::Kind::kZeros:
-        d = dt::zeros(s.shape, m, p, o);
-        break;
-      case Init::Kind::kOnes:
-        d = dt::ones(s.shape, m, p, o);
-        break;
-      case Init::Kind::kNormal:
-        d = dt::randn(s.shape, m, p, o, s.init.a, s.init.b);
-        break;
-      case Init::Kind::kUniform:
-        d = dt::rand(s.shape, m, p, o, s.init.a, s.init.b);
-        break;
-    }
+    if (!fill) {
+      d = dt::empty(s.shape, m, p, o);
+    } else
+      switch (s.init.kind) {
+        case Init::Kind::kZeros:
+          d = dt::zeros(s.shape, m, p, o);
+          break;
+        case Init::Kind::kOnes:
+          d = dt::ones(s.shape, m, p, o);
+          break;
+        case Init::Kind::kNormal:
+          d = dt::randn(s.shape, m, p, o, s.init.a, s.init.b);
+          break;
+        case Init::Kind::kUniform:
+          d = dt::rand(s.shape, m, p, o, s.init.a, s.init.b);
+          break;
+      }
     s.var.set_data(std::move(d));
     s.var.set_name(prefix + s.name);
   }
-  for (auto& [name, child] : children_) child->materialize_own(prefix + name + ".", mesh, seed, dtype);
+  for (auto& [name, child] : children_) child->materialize_own(prefix + name + ".", mesh, seed, dtype, fill);
 }
 
 void Module::materialize(const DeviceMesh& mesh, uint64_t seed, std::optional<DType> dtype) {
   DT_CHECK_ARG(mesh.defined(), type_name_, "::materialize: the mesh is undefined");
   MemoryKindScope scope(MemoryKind::kParameters);
-  materialize_own("", mesh, seed, dtype);
+  materialize_own("", mesh, seed, dtype, /*fill=*/true);
+}
+
+void Module::materialize_empty(const DeviceMesh& mesh, std::optional<DType> dtype) {
+  DT_CHECK_ARG(mesh.defined(), type_name_, "::materialize_empty: the mesh is undefined");
+  MemoryKindScope scope(MemoryKind::kParameters);
+  materialize_own("", mesh, 0, dtype, /*fill=*/false);
 }
 
 bool Module::materialized() const {

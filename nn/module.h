@@ -97,6 +97,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // when given, overrides every declared parameter's dtype (e.g. f64 for gradient checks against finite
   // differences); the values are the same draws, rounded to that dtype.
   void materialize(const DeviceMesh& mesh, uint64_t seed, std::optional<DType> dtype = std::nullopt);
+  // The same without filling (PyTorch's to_empty): for parameters about to be loaded (a checkpoint, a Hugging Face
+  // folder), which skips drawing every initial value. Their contents are undefined until loaded.
+  void materialize_empty(const DeviceMesh& mesh, std::optional<DType> dtype = std::nullopt);
   bool materialized() const;
 
   // ---- state ----
@@ -147,7 +150,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out,
                           std::vector<const VariableImpl*>& seen) const;
   void collect_modules(const std::string& prefix, std::vector<std::pair<std::string, ModulePtr>>& out);
-  void materialize_own(const std::string& prefix, const DeviceMesh& mesh, uint64_t seed, std::optional<DType> dtype);
+  void materialize_own(const std::string& prefix, const DeviceMesh& mesh, uint64_t seed, std::optional<DType> dtype,
+                       bool fill);
   std::vector<Variable> call_forward(const std::vector<Variable>& inputs);
   void attach_backward_hooks(const std::vector<Variable>& inputs, std::vector<Variable>& outputs,
                              std::vector<Variable>& hooked_inputs);

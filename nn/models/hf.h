@@ -5,7 +5,7 @@
 //   nn::HfConfig hf = nn::read_hf_config("llama-folder");
 //   auto model = std::make_shared<nn::Gpt>(hf.model);
 //   nn::parallelize_module(model, mesh, nn::gpt_tp_plan(hf.model, false, mesh.size(1)));  // or fully_shard, ...
-//   model->materialize(mesh, 0);
+//   model->materialize_empty(mesh["tp"]);             // allocated, not filled: the folder fills it
 //   nn::load_hf_weights("llama-folder", *model);       // each rank reads only the bytes of its own blocks
 //   ...                                                // train
 //   nn::save_hf("out-folder", *model, hf);             // config.json + safetensors (+ index when sharded)

@@ -145,6 +145,28 @@ TEST(OpsMatmul, TransposedAndStridedOperands) {
   EXPECT_TRUE(matches(matmul(row, r), ref_matmul(row, r), DType::f32));
 }
 
+// One row or one column (a decode step's x [1, dim] @ W^T): the GEMV path (Note [GEMV for one row]), with every
+// operand stored plain, transposed or narrowed (a leading dim wider than the matrix), f32 and f64, and batched.
+TEST(OpsMatmul, OneRowAndOneColumnProducts) {
+  uint64_t seed = 40;
+  for (DType dt : {DType::f32, DType::f64}) {
+    const Tensor wide = randu({13, 21}, seed++, dt);
+    const Tensor b_plain = randu({7, 9}, seed++, dt), b_trans = randu({9, 7}, seed++, dt).t(),
+                 b_narrow = wide.narrow(0, 2, 7).narrow(1, 3, 9);
+    const Tensor a_row = randu({1, 7}, seed++, dt), a_trans = randu({7, 1}, seed++, dt).t(),
+                 a_strided = wide.narrow(1, 4, 1).narrow(0, 0, 7).t();  // [1, 7], elements 21 apart
+    for (const Tensor* a : {&a_row, &a_trans, &a_strided})
+      for (const Tensor* b : {&b_plain, &b_trans, &b_narrow}) {
+        EXPECT_TRUE(matches(matmul(*a, *b), ref_matmul(*a, *b), dt)) << "row " << dtype_name(dt);
+        // The transposed problem: one column.
+        const Tensor bt = b->t(), at = a->t();
+        EXPECT_TRUE(matches(matmul(bt, at), ref_matmul(bt, at), dt)) << "column " << dtype_name(dt);
+      }
+    const Tensor x = randu({3, 1, 7}, seed++, dt), w = randu({5, 7}, seed++, dt);
+    EXPECT_TRUE(matches(linear(x, w), ref_matmul(x, w.t()), dt)) << "batched rows " << dtype_name(dt);
+  }
+}
+
 TEST(OpsMatmul, LinearMatchesReference) {
   uint64_t seed = 40;
   for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
