@@ -9,6 +9,8 @@
 #     checkpoint with FSDP + TP on the 2x2 mesh (parameters sharded over dp by fully_shard, Megatron tensor
 #     parallelism over tp), which exports the weights as safetensors at the end; dtckpt shows and verifies the last
 #     checkpoint; the losses agree step by step.
+#  4. examples/generate: the trained GPT, exported as a Hugging Face Llama folder (nn::save_hf), loaded back onto
+#     tp 2 and generating with a KV cache sharded by heads: prompts, continuations, time to first token, tokens/s.
 # Each part first builds only the targets it runs (a no-op once built): on a fresh clone the planner, which needs
 # only core/ and placement/, prints while the rest is still to compile. Build output goes to stderr; everything the
 # demo shows goes to stdout, each line once, whatever stdout is (a terminal, a pipe, a file: ./dev demo > demo.log).
@@ -30,7 +32,7 @@ build_targets tools/dtrun examples/redistribute_demo
 echo "== 4 processes on a 2x2 (dp, tp) mesh: dtrun --nproc-per-node 4 $build/examples/redistribute_demo"
 "$build/tools/dtrun" --nproc-per-node 4 --timeout 60 "$build/examples/redistribute_demo"
 echo
-build_targets examples/train_gpt tools/dtckpt
+build_targets examples/train_gpt tools/dtckpt examples/generate
 # 3. Training: the GPT on one process; then FSDP on 2 processes, checkpointing, stopped half-way; then resumed with
 #    FSDP + TP on a 2x2 (dp, tp) mesh of 4 processes (batch and parameter shards over dp, Megatron TP with loss
 #    parallel over tp), from the same weights on the same data: the losses must agree step by step.
@@ -53,9 +55,9 @@ echo "   dtrun --nproc-per-node 2 $build/examples/train_gpt --dp 2 --fsdp --save
 echo "checkpoints kept: $(cd "$ckpt" && echo step-*)"
 echo
 echo "== resumed from the newest checkpoint with FSDP + TP on a 2x2 (dp, tp) mesh, weights exported at the end:"
-echo "   dtrun --nproc-per-node 4 $build/examples/train_gpt --dp 2 --tp 2 --fsdp --save-dir $ckpt --resume --export $ckpt/model.safetensors ... --json"
+echo "   dtrun --nproc-per-node 4 $build/examples/train_gpt --dp 2 --tp 2 --fsdp --save-dir $ckpt --resume --export $ckpt/model.safetensors --export-hf $ckpt/hf ... --json"
 "$build/tools/dtrun" --nproc-per-node 4 --timeout 300 "$build/examples/train_gpt" --dp 2 --tp 2 --fsdp \
-  --save-dir "$ckpt" --resume --export "$ckpt/model.safetensors" "${train_args[@]}" --json |
+  --save-dir "$ckpt" --resume --export "$ckpt/model.safetensors" --export-hf "$ckpt/hf" "${train_args[@]}" --json |
   tee "$ckpt/four.jsonl" | "${report[@]}"
 echo "exported $ckpt/model.safetensors ($(wc -c <"$ckpt/model.safetensors") bytes)"
 echo
@@ -67,3 +69,8 @@ echo "  ..."
 echo
 echo "== the losses, one process against the job that moved"
 /usr/bin/python3 "$here/demo_report.py" compare "$ckpt/one.jsonl" "$ckpt/first.jsonl" "$ckpt/four.jsonl"
+echo
+echo "== generation: the trained GPT as a Hugging Face folder ($ckpt/hf: $(cd "$ckpt/hf" && echo *)), on tp 2 with a KV"
+echo "   cache sharded by heads: dtrun --nproc-per-node 2 $build/examples/generate --model $ckpt/hf --tp 2 --prompt ... --max-new-tokens 16"
+"$build/tools/dtrun" --nproc-per-node 2 --timeout 120 "$build/examples/generate" --model "$ckpt/hf" --tp 2 \
+  --prompt 7,99,3,250,41 --prompt 12,400 --max-new-tokens 16 --warmup 2

@@ -27,6 +27,7 @@
 #include "fsdp/fully_shard_memory.h"
 #include "nn/checkpoint.h"
 #include "nn/models/gpt.h"
+#include "nn/models/hf.h"
 #include "nn/optim.h"
 #include "placement/layout.h"
 #include "tools/args.h"
@@ -47,6 +48,7 @@ struct Args {
   bool async_save = false, resume = false;
   int64_t stop_at = 0;      // > 0: end after this step, as a preempted job would (the schedule still spans --steps)
   std::string export_path;  // the model's weights as safetensors at the end
+  std::string export_hf;    // the model as a Hugging Face Llama folder at the end (nn::save_hf)
 };
 
 constexpr const char* kUsage =
@@ -55,7 +57,8 @@ constexpr const char* kUsage =
     "                 [--clip 1.0] [--successors 4] [--threads N] [--sequence-parallel]\n"
     "                 [--activation-checkpointing] [--device cpu|cuda] [--fsdp] [--hsdp R]\n"
     "                 [--mixed-precision bf16|f16] [--cpu-offload] [--save-dir DIR] [--save-every N]\n"
-    "                 [--keep 2] [--async-save] [--resume] [--stop-at N] [--export model.safetensors] [--json]\n"
+    "                 [--keep 2] [--async-save] [--resume] [--stop-at N] [--export model.safetensors]\n"
+    "                 [--export-hf DIR] [--json]\n"
     "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
 
 using dt::tools::UsageError;
@@ -74,7 +77,8 @@ Args parse(int argc, char** argv) {
         args.take("--save-every", a.save_every) || args.take("--keep", a.keep) ||
         args.take("--async-save", a.async_save) || args.take("--stop-at", a.stop_at) ||
         args.take("--resume", a.resume) || args.take("--save-dir", a.save_dir) ||
-        args.take("--export", a.export_path) || args.take("--activation-checkpointing", a.activation_checkpointing))
+        args.take("--export", a.export_path) || args.take("--export-hf", a.export_hf) ||
+        args.take("--activation-checkpointing", a.activation_checkpointing))
       continue;
     if (args.take("--hsdp", a.hsdp)) {
       a.fsdp = true;
@@ -342,6 +346,13 @@ int main(int argc, char** argv) {
     if (!a.export_path.empty()) {
       dt::checkpoint::export_safetensors(a.export_path, model->state_dict());
       if (lead && !a.json) std::printf("exported the model's weights to %s\n", a.export_path.c_str());
+    }
+    if (!a.export_hf.empty()) {  // a LlamaForCausalLM: RMSNorm, SwiGLU, rotate-half RoPE (docs/models.md)
+      dt::nn::HfConfig hf;
+      hf.model = cfg;
+      hf.max_position_embeddings = std::max<int64_t>(2048, a.seq);
+      dt::nn::save_hf(a.export_hf, *model, hf);
+      if (lead && !a.json) std::printf("exported the model as a Hugging Face folder to %s\n", a.export_hf.c_str());
     }
     if (lead && !a.json && last_step >= first_step)
       std::printf("done: loss %.4f -> %.4f (entropy floor %.4f), %.0f tokens/s on average\n", first_loss, last_loss,

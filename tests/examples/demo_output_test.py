@@ -68,7 +68,10 @@ def main(demo_sh, build):
                 problems.append(f"no section starting {head!r}")
             elif step_lines(section) != want:
                 problems.append(f"section {head!r}: step lines {step_lines(section)}, expected {want}")
-        table = sections[expected[-1]]
+        table = next(s for e, s in sections.items() if e.startswith("== the losses"))
+        gen = sections[expected[-1]]
+        if len(re.findall(r"^  continuation: \[\d+(,\d+)*\]$", gen, re.M)) != 2 or "time to first token" not in gen:
+            problems.append("the generation section shows no two continuations and time to first token")
         rows = [int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.e+-]+$", table, re.M)]
         if rows != list(range(1, steps + 1)):
             problems.append(f"the comparison table lists steps {rows}, expected 1..{steps}")
