@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/macros.h"
 #include "core/tensor.h"
 
 namespace dt::kernels {
@@ -61,7 +62,7 @@ struct AttentionProblem {
   int64_t q_stride[3] = {0, 0, 0}, k_stride[3] = {0, 0, 0}, v_stride[3] = {0, 0, 0};
   const int64_t* key_start = nullptr;  // [batch] on the tensors' device, or null
   // The local key/value head that local query head h reads.
-  int64_t kv_head_of(int64_t h) const { return (q_head_offset + h) / group - kv_head_offset; }
+  DT_HOST_DEVICE int64_t kv_head_of(int64_t h) const { return (q_head_offset + h) / group - kv_head_offset; }
 };
 
 namespace cpu {

@@ -66,7 +66,7 @@ __global__ void attention_forward_kernel(AttentionProblem p, const T* q, const T
     }
     s = warp_sum(s) * T(p.scale);
     const T mn = s > m ? s : m;
-    const T corr = exp(m - mn), pj = exp(s - mn);
+    const T corr = ops_detail::m_exp(T(m - mn)), pj = ops_detail::m_exp(T(s - mn));
     l = l * corr + pj;
     const T* vj = vb + j * p.v_stride[2];
     for (int e = 0; e < kPerLane; ++e) {
@@ -81,7 +81,7 @@ __global__ void attention_forward_kernel(AttentionProblem p, const T* q, const T
     const int64_t x = lane + 32 * e;
     if (x < d) o[x] = acc[e] * inv;
   }
-  if (lane == 0) lse[row] = l > 0 ? m + log(l) : -std::numeric_limits<T>::infinity();
+  if (lane == 0) lse[row] = l > 0 ? m + ops_detail::m_log(l) : -std::numeric_limits<T>::infinity();
 }
 
 template <typename T>
@@ -124,7 +124,7 @@ __global__ void attention_backward_kernel(AttentionProblem p, const T* dout, con
     }
     s = warp_sum(s) * T(p.scale);
     dp = warp_sum(dp);
-    const T pj = exp(s - l), ds = pj * (dp - delta) * T(p.scale);
+    const T pj = ops_detail::m_exp(T(s - l)), ds = pj * (dp - delta) * T(p.scale);
     for (int e = 0; e < kPerLane; ++e) {
       const int64_t x = lane + 32 * e;
       if (x < d) {

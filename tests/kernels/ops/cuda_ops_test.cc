@@ -5,12 +5,14 @@
 
 #include <cmath>
 
+#include "kernels/ops/attention.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/embedding.h"
 #include "kernels/ops/loss.h"
 #include "kernels/ops/matmul.h"
 #include "kernels/ops/norm.h"
 #include "kernels/ops/reduction.h"
+#include "kernels/ops/rope.h"
 #include "kernels/ops/shape_ops.h"
 #include "kernels/ops/softmax.h"
 #include "tests/kernels/ops/ops_test_util.h"
@@ -175,6 +177,41 @@ TEST(CudaOps, Matmul) {
         matmul(gpu(randint({2, 2}, 1, 0, 3, DType::i32)), gpu(randint({2, 2}, 2, 0, 3, DType::i32)));
       },
       "only supported on the CPU"));
+}
+
+// The fused attention (warp per row) against the CPU's tiles: causal and not, grouped-query, a decode step, left
+// padding, a strided KV-cache view, f32 / f64 / bf16; and rope with per-row tables.
+TEST(CudaOps, AttentionAndRope) {
+  struct Case {
+    int64_t b, hq, hkv, tq, tk, d;
+    bool causal;
+    std::vector<int64_t> key_start;
+  };
+  uint64_t seed = 300;
+  for (const Case& c : {Case{2, 4, 2, 37, 37, 64, true, {}}, Case{1, 2, 2, 5, 9, 16, false, {}},
+                        Case{2, 8, 1, 1, 40, 128, true, {3, 0}}, Case{3, 2, 2, 12, 12, 32, true, {0, 5, 11}}})
+    for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+      const Tensor q = randu({c.b, c.hq, c.tq, c.d}, seed++, dt), dout = randu({c.b, c.hq, c.tq, c.d}, seed++, dt);
+      const Tensor cache_k = randu({c.b, c.hkv, c.tk + 3, c.d}, seed++, dt),
+                   cache_v = randu({c.b, c.hkv, c.tk + 3, c.d}, seed++, dt);
+      const Tensor k = cache_k.narrow(2, 0, c.tk), v = cache_v.narrow(2, 0, c.tk);
+      AttentionOptions o;
+      o.causal = c.causal;
+      o.key_start = c.key_start;
+      const AttentionResult want = attention(q, k, v, o);
+      const AttentionResult got =
+          attention(gpu(q), gpu(cache_k).narrow(2, 0, c.tk), gpu(cache_v).narrow(2, 0, c.tk), o);
+      EXPECT_TRUE(same(got.out, want.out, tol(dt), tol(dt))) << "out " << dtype_name(dt) << " tq " << c.tq;
+      EXPECT_TRUE(same(got.lse, want.lse, tol(dt), tol(dt))) << "lse " << dtype_name(dt) << " tq " << c.tq;
+      const AttentionGrads gw = attention_backward(dout, q, k, v, want.out, want.lse, o);
+      const AttentionGrads gg = attention_backward(gpu(dout), gpu(q), gpu(k), gpu(v), got.out, got.lse, o);
+      const double gt = dt == DType::bf16 ? 5e-2 : 10 * tol(dt);
+      EXPECT_TRUE(same(gg.dq, gw.dq, gt, gt)) << "dq " << dtype_name(dt) << " tq " << c.tq;
+      EXPECT_TRUE(same(gg.dk, gw.dk, gt, gt)) << "dk " << dtype_name(dt) << " tq " << c.tq;
+      EXPECT_TRUE(same(gg.dv, gw.dv, gt, gt)) << "dv " << dtype_name(dt) << " tq " << c.tq;
+    }
+  const Tensor x = randu({3, 2, 5, 8}, seed++), cos = randu({3, 5, 8}, seed++), sin = randu({3, 5, 8}, seed++);
+  EXPECT_TRUE(same(rope(gpu(x), gpu(cos), gpu(sin)), rope(x, cos, sin), tol(DType::f32), tol(DType::f32)));
 }
 
 TEST(CudaOps, ShapeOpsAndStreams) {
