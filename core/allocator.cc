@@ -72,6 +72,14 @@ void* host_alloc(size_t sz) {
   return p;
 }
 
+// The calling thread's StreamUseScope (Note [Temporaries of an op on another stream] in allocator.h).
+struct UseScope {
+  Device device = Device::cpu();
+  Stream stream;
+  bool active = false;
+};
+thread_local UseScope tl_use_scope;
+
 // Note [Stream-safe frees]
 // A device block may still be in use by work queued on some stream when its tensor is freed on the host: a
 // collective running on NCCL's internal stream, a kernel on a user's stream. Reusing it at once would let the next
@@ -233,7 +241,9 @@ class CachingAllocator : public Allocator {
   }
   // Stream-ordered pools: remember a block handed out (mu_ held).
   void track_locked(void* p, size_t sz) {
-    if (events_) live_[reinterpret_cast<uintptr_t>(p)] = Live{sz, {}, {}};
+    if (!events_) return;
+    Live& live = live_[reinterpret_cast<uintptr_t>(p)] = Live{sz, {}, {}};
+    if (tl_use_scope.active && tl_use_scope.device == device_) live.streams.push_back(tl_use_scope.stream);
   }
   // Moves freed blocks whose streams finished their work to the cache; with `wait`, waits for all (mu_ held).
   void collect_pending_locked(bool wait) {
@@ -368,6 +378,16 @@ CachingAllocator& pool_for(const Device& device) {
   return *it->second;
 }
 }  // namespace
+
+StreamUseScope::StreamUseScope(Device device, Stream stream)
+    : prev_device_(tl_use_scope.device), prev_stream_(tl_use_scope.stream), prev_active_(tl_use_scope.active) {
+  // Only explicit streams other than the current one need it (current_stream is asked only then: it is the CUDA
+  // runtime's on a device). An inner op on the current stream records nothing, whatever an outer scope does.
+  const bool other = stream.handle != nullptr && (device.is_cpu() || current_stream(device).handle != stream.handle);
+  tl_use_scope = UseScope{device, stream, other};
+}
+
+StreamUseScope::~StreamUseScope() { tl_use_scope = UseScope{prev_device_, prev_stream_, prev_active_}; }
 
 std::unique_ptr<Allocator> make_stream_ordered_pool_for_testing(std::shared_ptr<StreamEvents> events) {
   DT_CHECK_ARG(events != nullptr, "make_stream_ordered_pool_for_testing: no StreamEvents given");

@@ -35,6 +35,27 @@ class Allocator {
   virtual void forget_stream(Stream stream) { (void)stream; }
 };
 
+// Note [Temporaries of an op on another stream]
+// An op given an explicit stream that is not its device's current one queues its kernels there, and frees its
+// temporaries (contiguous copies, casts to the compute dtype) when it returns, while those kernels may still run: a
+// block reused at once by the current stream would race them. While a StreamUseScope is alive, every block that this
+// thread allocates on `device` is recorded on `stream` (record_stream) as it is handed out, so its free waits for the
+// work queued there (Note [Stream-safe frees] in allocator.cc), temporaries and outputs alike. Every kernel entry
+// point that takes a stream opens one; it costs nothing on the CPU, for the null stream and for the current stream.
+// Inputs the caller made elsewhere are the caller's to record, as with PyTorch's record_stream.
+class StreamUseScope {
+ public:
+  StreamUseScope(Device device, Stream stream);
+  ~StreamUseScope();
+  StreamUseScope(const StreamUseScope&) = delete;
+  StreamUseScope& operator=(const StreamUseScope&) = delete;
+
+ private:
+  Device prev_device_;
+  Stream prev_stream_;
+  bool prev_active_;
+};
+
 // The process-wide pool for `device` (created on first use; never destroyed).
 Allocator& allocator_for(const Device& device);
 

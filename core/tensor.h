@@ -133,4 +133,7 @@ bool equal(const Tensor& a, const Tensor& b);
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 double max_abs_diff(const Tensor& a, const Tensor& b);
 
+// t's device, or the CPU for an undefined tensor (for code that runs before a validator names the problem).
+inline Device device_or_cpu(const Tensor& t) { return t.defined() ? t.device() : Device::cpu(); }
+
 }  // namespace dt

@@ -1,5 +1,6 @@
 #include "kernels/cast.h"
 
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace dt::kernels {
@@ -10,6 +11,7 @@ void check_cast_args(const void* dst, const void* src, int64_t count) {
 }
 
 void cast(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t count, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   check_cast_args(dst, src, count);
   if (count == 0) return;
   if (device.is_cpu()) return cpu::cast(dst, dst_dtype, src, src_dtype, count);

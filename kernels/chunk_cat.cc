@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace dt::kernels {
@@ -34,6 +35,7 @@ int64_t chunk_cat_numel(std::span<const StridedView> views, std::span<const int6
 
 void chunk_cat(std::span<const StridedView> inputs, void* out, DType out_dtype, std::span<const int64_t> padded_numels,
                Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   int64_t total = check_chunk_cat_args(inputs, padded_numels, false, "chunk_cat");
   DT_CHECK_ARG(out || total == 0, "chunk_cat: null output buffer for ", total, " elements");
   if (total == 0) return;
@@ -50,6 +52,7 @@ void chunk_cat(std::span<const StridedView> inputs, void* out, DType out_dtype, 
 
 void split_copy(const void* in, DType in_dtype, std::span<const int64_t> padded_numels,
                 std::span<const StridedView> outputs, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   int64_t total = check_chunk_cat_args(outputs, padded_numels, true, "split_copy");
   DT_CHECK_ARG(in || total == 0, "split_copy: null input buffer for ", total, " elements");
   if (total == 0) return;
@@ -109,6 +112,7 @@ void for_each_batch(std::span<const Tensor> tensors, std::span<const int64_t> pa
 
 void chunk_cat(std::span<const Tensor> inputs, const Tensor& out, std::span<const int64_t> padded_numels,
                Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(out), stream);
   for_each_batch(inputs, padded_numels, out, "chunk_cat",
                  [&](std::span<const StridedView> views, char* flat, std::span<const int64_t> pads, Device device) {
                    chunk_cat(views, flat, out.dtype(), pads, device, stream);
@@ -117,6 +121,7 @@ void chunk_cat(std::span<const Tensor> inputs, const Tensor& out, std::span<cons
 
 void split_copy(const Tensor& in, std::span<const Tensor> outputs, std::span<const int64_t> padded_numels,
                 Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(in), stream);
   for_each_batch(outputs, padded_numels, in, "split_copy",
                  [&](std::span<const StridedView> views, char* flat, std::span<const int64_t> pads, Device device) {
                    split_copy(flat, in.dtype(), pads, views, device, stream);

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "kernels/cpu/stream_copy.h"
 
@@ -41,6 +42,7 @@ void check_copy_args(const StridedView& dst, const StridedView& src, bool same_d
 }
 
 void pack(const StridedView& src, void* dst, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   check_view(src, "pack: src");
   DT_CHECK_ARG(dst || src.numel() == 0, "pack: null destination for ", view_str(src));
   StridedView d = contiguous_view(dst, src.sizes(), src.dtype);
@@ -48,6 +50,7 @@ void pack(const StridedView& src, void* dst, Device device, Stream stream) {
 }
 
 void unpack(const void* src, const StridedView& dst, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   check_writable_view(dst, "unpack: dst");
   DT_CHECK_ARG(src || dst.numel() == 0, "unpack: null source for ", view_str(dst));
   StridedView s = contiguous_view(src, dst.sizes(), dst.dtype);
@@ -55,11 +58,13 @@ void unpack(const void* src, const StridedView& dst, Device device, Stream strea
 }
 
 void copy(const StridedView& dst, const StridedView& src, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   check_copy_args(dst, src, true, "copy");
   run_copy_cast(dst, src, device, stream, "copy");
 }
 
 void copy_cast(const StridedView& dst, const StridedView& src, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   check_copy_args(dst, src, false, "copy_cast");
   run_copy_cast(dst, src, device, stream, "copy_cast");
 }
@@ -85,11 +90,13 @@ void copy_bytes(void* dst, const void* src, size_t nbytes, Device device, Stream
 }
 
 void copy(const Tensor& dst, const Tensor& src, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(dst), stream);
   Device d = common_device(dst, src, "copy");
   copy(view_of(dst), view_of(src), d, stream);
 }
 
 void copy_cast(const Tensor& dst, const Tensor& src, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(dst), stream);
   Device d = common_device(dst, src, "copy_cast");
   copy_cast(view_of(dst), view_of(src), d, stream);
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace dt::kernels {
@@ -37,6 +38,7 @@ uint64_t scalar_bits(Scalar value, DType dtype) {
 }
 
 void fill(const StridedView& dst, Scalar value, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   check_writable_view(dst, "fill: dst");
   check_fill_value(value, dst.dtype);
   if (dst.numel() == 0) return;
@@ -52,11 +54,13 @@ void fill(const StridedView& dst, Scalar value, Device device, Stream stream) {
 }
 
 void fill(void* dst, int64_t count, DType dtype, Scalar value, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   DT_CHECK_ARG(count >= 0, "fill: count must be non-negative, got ", count);
   fill(flat_view(dst, count, dtype), value, device, stream);
 }
 
 void fill(const Tensor& dst, Scalar value, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(dst), stream);
   DT_CHECK_ARG(dst.defined(), "fill: undefined tensor");
   fill(view_of(dst), value, dst.device(), stream);
 }

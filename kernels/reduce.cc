@@ -1,5 +1,6 @@
 #include "kernels/reduce.h"
 
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace dt::kernels {
@@ -11,6 +12,7 @@ void check_reduce_args(const void* out, const void* a, const void* b, int64_t co
 
 void reduce(void* out, const void* a, const void* b, int64_t count, DType dtype, ReduceOp op, Device device,
             Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   check_reduce_args(out, a, b, count, dtype);
   if (count == 0) return;
   if (device.is_cpu()) return cpu::reduce(out, a, b, count, dtype, op);
@@ -24,6 +26,7 @@ void reduce(void* out, const void* a, const void* b, int64_t count, DType dtype,
 }
 
 void divide_by(void* x, int64_t count, DType dtype, int64_t divisor, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   DT_CHECK_ARG(divisor != 0, "divide_by: divisor must be non-zero");
   DT_CHECK_ARG(count >= 0 && (count == 0 || x), "divide_by: bad buffer (", count, " elements)");
   if (count == 0 || divisor == 1) return;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "kernels/ops/common.h"
 
@@ -76,6 +77,7 @@ Tensor key_start_tensor(const std::vector<int64_t>& key_start, Device device, St
 }  // namespace
 
 AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(q), stream);
   AttentionProblem p = problem("attention", q, k, v, o);
   const DType compute = acc_dtype(q.dtype());
   const Device device = q.device();
@@ -95,6 +97,7 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, con
 
 AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& out, const Tensor& lse, const AttentionOptions& o, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(dout), stream);
   AttentionProblem p = problem("attention_backward", q, k, v, o);
   const DType compute = acc_dtype(q.dtype());
   const Device device = q.device();

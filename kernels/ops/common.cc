@@ -2,6 +2,8 @@
 
 #include <type_traits>
 
+#include "core/allocator.h"
+
 #if defined(DT_WITH_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -67,6 +69,7 @@ void check_max_dims(const char* op, const Tensor& t, int max_dims) {
 }
 
 Tensor reshape_contig(const Tensor& t, const Shape& shape, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(t), stream);
   DT_ASSERT(shape_numel(shape) == t.numel(), "reshape_contig ", shape_str(t.shape()), " -> ", shape_str(shape));
   Tensor c = t.contiguous(stream);
   return c.as_strided(shape, contiguous_strides(shape), c.offset());
@@ -110,6 +113,7 @@ IdsCheck check_ids_cpu(const Tensor& ids, int64_t hi, std::optional<int64_t> ign
 }
 
 IdsCheck check_ids(const Tensor& ids, int64_t hi, std::optional<int64_t> ignore, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(ids), stream);
   DT_ASSERT(ids.is_contiguous());
   if (ids.numel() == 0) return {};
   Device dev = ids.device();

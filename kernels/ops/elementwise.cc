@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/allocator.h"
 #include "kernels/ops/common.h"
 #include "kernels/ops/functors.h"
 #include "kernels/ops/reduction.h"
@@ -132,6 +133,7 @@ void check_scalar_for(const char* op, DType dtype, double s) {
 // ---- generic entry points ----
 
 Tensor unary(UnaryOp op, const Tensor& x, double scalar, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   const char* name = unary_op_name(op);
   check_defined(x, name, "x");
   check_arith_dtype(name, x, "x", unary_needs_float(op));
@@ -144,6 +146,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double scalar, Stream stream) {
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, double scalar, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(a), stream);
   const char* name = binary_op_name(op);
   check_defined(a, name, "a");
   check_defined(b, name, "b");
@@ -160,6 +163,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, double scalar, Stre
 }
 
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(a), stream);
   const char* name = compare_op_name(op);
   check_defined(a, name, "a");
   check_defined(b, name, "b");
@@ -174,6 +178,7 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b, Stream stream) {
 }
 
 Tensor compare_scalar(CompareOp op, const Tensor& a, double scalar, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(a), stream);
   const char* name = compare_op_name(op);
   check_defined(a, name, "a");
   Device dev = a.device();
@@ -222,6 +227,7 @@ Tensor gt(const Tensor& a, const Tensor& b, Stream s) { return compare(CompareOp
 Tensor ge(const Tensor& a, const Tensor& b, Stream s) { return compare(CompareOp::kGe, a, b, s); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(cond), stream);
   const char* name = "where";
   check_defined(cond, name, "cond");
   check_defined(a, name, "a");
@@ -238,6 +244,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, Stream stream
 }
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   check_defined(x, "masked_fill", "x");
   check_defined(mask, "masked_fill", "mask");
   DT_CHECK_ARG(mask.dtype() == DType::b8, "masked_fill: mask must have dtype bool, got ", dtype_name(mask.dtype()));
@@ -253,6 +260,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value, Stream str
 // ---- backward ----
 
 Tensor sum_to_shape(const Tensor& grad, const Shape& shape, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(grad), stream);
   check_defined(grad, "sum_to_shape", "grad");
   if (grad.shape() == shape) return grad;
   const Shape& g = grad.shape();

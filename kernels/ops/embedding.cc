@@ -1,5 +1,6 @@
 #include "kernels/ops/embedding.h"
 
+#include "core/allocator.h"
 #include "kernels/ops/common.h"
 
 namespace dt::kernels {
@@ -16,6 +17,7 @@ void check_ids_in_range(const char* op, const Tensor& ids_c, int64_t num_embeddi
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& ids, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(weight), stream);
   const char* op = "embedding";
   check_defined(weight, op, "weight");
   check_defined(ids, op, "ids");
@@ -38,6 +40,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids, Stream stream) {
 
 Tensor embedding_backward(const Tensor& grad_out, const Tensor& ids, int64_t num_embeddings,
                           std::optional<int64_t> padding_idx, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(grad_out), stream);
   const char* op = "embedding_backward";
   check_defined(grad_out, op, "grad_out");
   check_defined(ids, op, "ids");

@@ -1,5 +1,6 @@
 #include "kernels/ops/loss.h"
 
+#include "core/allocator.h"
 #include "kernels/ops/common.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/reduction.h"
@@ -53,6 +54,7 @@ void run_rows(const char* op, const Tensor& row_loss, const Tensor& lse, const T
 
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
                                  LossReduction reduction, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(logits), stream);
   const char* op = "cross_entropy";
   CeDims d = check_ce(op, logits, targets);
   Device dev = common_device(op, {&logits, &targets}, {"logits", "targets"});
@@ -76,6 +78,7 @@ CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, in
 
 Tensor cross_entropy_backward(const Tensor& grad_loss, const Tensor& logits, const Tensor& targets, const Tensor& lse,
                               int64_t ignore_index, LossReduction reduction, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(grad_loss), stream);
   const char* op = "cross_entropy_backward";
   CeDims d = check_ce(op, logits, targets);
   check_defined(grad_loss, op, "grad_loss");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/allocator.h"
 #include "kernels/fill.h"
 #include "kernels/ops/common.h"
 #include "kernels/ops/elementwise.h"
@@ -159,6 +160,7 @@ MatmulPlan plan_matmul(const char* op, const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(a), stream);
   const char* op = "matmul";
   check_operands(op, a, "a", b, "b");
   Device dev = a.device();
@@ -178,6 +180,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, Stream stream) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   const char* op = "linear";
   check_operands(op, x, "x", weight, "weight");
   DT_CHECK_ARG(weight.dim() == 2, op, ": weight must be 2-d [out_features, in_features], got shape ",
@@ -209,6 +212,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Stream 
 
 MatmulGrads matmul_backward(const Tensor& grad_out, const Tensor& a, const Tensor& b, bool need_grad_a,
                             bool need_grad_b, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(grad_out), stream);
   const char* op = "matmul_backward";
   check_operands(op, a, "a", b, "b");
   check_defined(grad_out, op, "grad_out");
@@ -241,6 +245,7 @@ MatmulGrads matmul_backward(const Tensor& grad_out, const Tensor& a, const Tenso
 
 LinearGrads linear_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight, bool need_grad_bias,
                             Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(grad_out), stream);
   const char* op = "linear_backward";
   check_operands(op, x, "x", weight, "weight");
   check_defined(grad_out, op, "grad_out");

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "core/allocator.h"
 #include "kernels/fill.h"
 #include "kernels/ops/common.h"
 
@@ -82,6 +83,7 @@ void run_backward(const char* op, const Tensor& gx, const Tensor& gw, const Tens
 
 LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                            double eps, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   const char* op = "layer_norm";
   NormDims d = check_norm_input(op, x, normalized_shape);
   common_device(op, {&x, &weight, &bias}, {"x", "weight", "bias"});
@@ -100,6 +102,7 @@ LayerNormResult layer_norm(const Tensor& x, const Shape& normalized_shape, const
 LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
                                    const Tensor& mean, const Tensor& rstd, const Tensor& weight, const Tensor& bias,
                                    Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(grad_out), stream);
   const char* op = "layer_norm_backward";
   NormDims d = check_norm_input(op, x, normalized_shape);
   check_defined(grad_out, op, "grad_out");
@@ -122,6 +125,7 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x, cons
 
 RmsNormResult rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps,
                        Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   const char* op = "rms_norm";
   NormDims d = check_norm_input(op, x, normalized_shape);
   common_device(op, {&x, &weight}, {"x", "weight"});
@@ -137,6 +141,7 @@ RmsNormResult rms_norm(const Tensor& x, const Shape& normalized_shape, const Ten
 
 RmsNormGrads rms_norm_backward(const Tensor& grad_out, const Tensor& x, const Shape& normalized_shape,
                                const Tensor& rstd, const Tensor& weight, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(grad_out), stream);
   const char* op = "rms_norm_backward";
   NormDims d = check_norm_input(op, x, normalized_shape);
   check_defined(grad_out, op, "grad_out");

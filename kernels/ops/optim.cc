@@ -1,6 +1,7 @@
 // Optimizer steps (kernels/ops/optim.h): validation, then the device's loop.
 #include "kernels/ops/optim.h"
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "kernels/ops/common.h"
 
@@ -24,6 +25,7 @@ void check(const char* op, const Tensor& p, std::initializer_list<std::pair<cons
 }  // namespace
 
 void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const AdamWStep& h, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(p), stream);
   check("adamw_step", p, {{"grad", &g}, {"exp_avg", &m}, {"exp_avg_sq", &v}});
   DT_CHECK_ARG(g.defined() && m.defined() && v.defined(), "adamw_step: grad and both moments are required");
   DT_CHECK_ARG(h.step >= 1, "adamw_step: step must be >= 1, got ", h.step);
@@ -32,6 +34,7 @@ void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
 }
 
 void sgd_step(const Tensor& p, const Tensor& g, const Tensor& buf, const SgdStep& h, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(p), stream);
   check("sgd_step", p, {{"grad", &g}, {"momentum_buffer", &buf}});
   DT_CHECK_ARG(g.defined(), "sgd_step: the gradient is required");
   DT_CHECK_ARG(h.momentum == 0 || buf.defined(), "sgd_step: momentum ", h.momentum, " needs a momentum buffer");

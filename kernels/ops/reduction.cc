@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/allocator.h"
 #include "kernels/ops/common.h"
 
 namespace dt::kernels {
@@ -121,34 +122,42 @@ ValuesIndices run_reduce(const char* op, ReduceKind kind, const Tensor& x, const
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return run_reduce("sum", ReduceKind::kSum, x, dims, keepdim, false, stream).values;
 }
 
 Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return run_reduce("mean", ReduceKind::kMean, x, dims, keepdim, false, stream).values;
 }
 
 Tensor amax(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return run_reduce("amax", ReduceKind::kMax, x, dims, keepdim, false, stream).values;
 }
 
 Tensor amin(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return run_reduce("amin", ReduceKind::kMin, x, dims, keepdim, false, stream).values;
 }
 
 ValuesIndices max(const Tensor& x, int64_t dim, bool keepdim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return run_reduce("max", ReduceKind::kMax, x, {dim}, keepdim, true, stream);
 }
 
 ValuesIndices min(const Tensor& x, int64_t dim, bool keepdim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return run_reduce("min", ReduceKind::kMin, x, {dim}, keepdim, true, stream);
 }
 
 Tensor max(const Tensor& x, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return run_reduce("max", ReduceKind::kMax, x, {}, false, false, stream).values;
 }
 
 Tensor min(const Tensor& x, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return run_reduce("min", ReduceKind::kMin, x, {}, false, false, stream).values;
 }
 
@@ -165,10 +174,12 @@ Tensor arg_reduce(const char* op, ReduceKind kind, const Tensor& x, std::optiona
 }  // namespace
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return arg_reduce("argmax", ReduceKind::kMax, x, dim, keepdim, stream);
 }
 
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   return arg_reduce("argmin", ReduceKind::kMin, x, dim, keepdim, stream);
 }
 

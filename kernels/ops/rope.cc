@@ -1,12 +1,14 @@
 // Rotary position embedding (kernels/ops/rope.h): validation, then the device's loop.
 #include "kernels/ops/rope.h"
 
+#include "core/allocator.h"
 #include "core/error.h"
 #include "kernels/ops/common.h"
 
 namespace dt::kernels {
 
 Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   DT_CHECK_ARG(x.defined() && cos.defined() && sin.defined(), "rope: undefined input");
   DT_CHECK_ARG(is_floating(x.dtype()), "rope: x must be floating, got ", dtype_name(x.dtype()));
   DT_CHECK_ARG(x.dim() >= 2, "rope: x must be [..., T, head_dim], got ", shape_str(x.shape()));

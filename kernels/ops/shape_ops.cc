@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/allocator.h"
 #include "kernels/ops/common.h"
 
 namespace dt::kernels {
@@ -9,6 +10,7 @@ namespace dt::kernels {
 using namespace ops_detail;
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Stream stream) {
+  const StreamUseScope stream_use(tensors.empty() ? Device::cpu() : device_or_cpu(tensors[0]), stream);
   const char* op = "cat";
   DT_CHECK_ARG(!tensors.empty(), op, ": expected a non-empty list of tensors");
   std::vector<const Tensor*> parts;
@@ -46,6 +48,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim, Stream stream) {
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(x), stream);
   check_defined(x, "split", "x");
   std::vector<Tensor> views = x.split_with_sizes(sizes, dim);
   std::vector<Tensor> out;
@@ -59,6 +62,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim, Stream stream) {
+  const StreamUseScope stream_use(tensors.empty() ? Device::cpu() : device_or_cpu(tensors[0]), stream);
   const char* op = "stack";
   DT_CHECK_ARG(!tensors.empty(), op, ": expected a non-empty list of tensors");
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -101,6 +105,7 @@ Tensor causal_mask(int64_t rows, int64_t cols, int64_t diagonal, Device device, 
 }
 
 Tensor arange(double start, double end, double step, DType dtype, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   DT_CHECK_ARG(step != 0 && std::isfinite(step) && std::isfinite(start) && std::isfinite(end),
                "arange: start, end and step must be finite and step non-zero, got start=", start, " end=", end,
                " step=", step);
@@ -115,6 +120,7 @@ Tensor arange(double start, double end, double step, DType dtype, Device device,
 }
 
 Tensor arange(int64_t end, DType dtype, Device device, Stream stream) {
+  const StreamUseScope stream_use(device, stream);
   DT_CHECK_ARG(end >= 0, "arange: end must be non-negative, got ", end);
   return arange(0.0, double(end), 1.0, dtype, device, stream);
 }

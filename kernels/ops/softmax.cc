@@ -1,5 +1,6 @@
 #include "kernels/ops/softmax.h"
 
+#include "core/allocator.h"
 #include "kernels/ops/common.h"
 
 namespace dt::kernels {
@@ -62,6 +63,7 @@ Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim, 
   return backward("softmax_backward", grad_out, out, dim, false, stream);
 }
 Tensor log_softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim, Stream stream) {
+  const StreamUseScope stream_use(device_or_cpu(grad_out), stream);
   return backward("log_softmax_backward", grad_out, out, dim, true, stream);
 }
 

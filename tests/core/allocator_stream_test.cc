@@ -73,6 +73,35 @@ TEST(AllocatorStreams, BlockInUseByAStreamIsNotReusedBeforeItsWorkFinished) {
   EXPECT_EQ(pool->allocated_bytes(), 0u);
 }
 
+// Note [Temporaries of an op on another stream]: blocks handed out while a StreamUseScope is open are recorded on its
+// stream; outside the scope, and in a scope of the current (null) stream, nothing is recorded.
+TEST(AllocatorStreams, TemporariesOfAnOpOnAnotherStreamWaitForIt) {
+  auto events = std::make_shared<FakeEvents>();
+  auto pool = make_stream_ordered_pool_for_testing(events);
+  void* tmp = nullptr;
+  {
+    const StreamUseScope scope(Device::cpu(), kUser);  // the testing pool's device; kUser is not current
+    tmp = pool->allocate(8192);                        // a temporary of an op queued on kUser
+    {
+      const StreamUseScope current(Device::cpu(), Stream{});  // the current stream: nothing to record
+      void* plain = pool->allocate(64);
+      pool->deallocate(plain, 64);
+    }
+    pool->deallocate(tmp, 8192);  // the op returns while its kernel may still run on kUser
+  }
+  EXPECT_EQ(events->recorded(), 1u) << "one event, for the temporary, on kUser";
+  void* next = pool->allocate(8192);
+  EXPECT_NE(next, tmp) << "reused while kUser may still read it";
+  events->finish(kUser);
+  void* after = pool->allocate(8192);
+  EXPECT_EQ(after, tmp) << "not reused once kUser finished";
+  void* outside = pool->allocate(8192);  // the scope is closed: nothing recorded
+  pool->deallocate(outside, 8192);
+  EXPECT_EQ(events->recorded(), 1u);
+  pool->deallocate(next, 8192);
+  pool->deallocate(after, 8192);
+}
+
 TEST(AllocatorStreams, EveryRecordedStreamMustFinish) {
   auto events = std::make_shared<FakeEvents>();
   auto pool = make_stream_ordered_pool_for_testing(events);

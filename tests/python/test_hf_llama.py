@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """dtensor against Hugging Face transformers itself, on tiny Llama-family models made by transformers from configs
 (random weights, save_pretrained): grouped-query attention (2 and 1 kv heads), a head_dim of its own, tied and untied
-embeddings, q/k/v/o and MLP biases, Qwen2, Llama 3 RoPE scaling, bf16 on disk, vocabularies that divide neither 2 nor 4.
+embeddings, q/k/v/o and MLP biases, Qwen2, Llama 3 RoPE scaling, bf16 and f16 on disk, vocabularies that divide neither 2 nor 4.
 
 For every model and layout (1 process, tp 2, FSDP on 2, FSDP + TP on 2 x 2):
 - dtensor's logits (examples/generate --logits) equal transformers' forward (f32, 1e-5 relative);
@@ -65,10 +65,10 @@ def models():
                                                          "high_freq_factor": 4.0,
                                                          "original_max_position_embeddings": 16},
                                            bos_token_id=None, eos_token_id=None, pad_token_id=0), torch.bfloat16
-    yield "qwen2 tied", transformers.Qwen2Config(vocab_size=67, hidden_size=32, intermediate_size=48,
+    yield "qwen2 tied f16", transformers.Qwen2Config(vocab_size=67, hidden_size=32, intermediate_size=48,
                                                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                                  tie_word_embeddings=True, max_position_embeddings=64,
-                                                 bos_token_id=None, eos_token_id=None, pad_token_id=0), torch.float32
+                                                 bos_token_id=None, eos_token_id=None, pad_token_id=0), torch.float16
 
 
 def make_model(config, dtype, folder):
