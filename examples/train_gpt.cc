@@ -31,6 +31,7 @@
 #include "nn/optim.h"
 #include "placement/layout.h"
 #include "tools/args.h"
+#include "train/lr_schedule.h"
 
 namespace {
 
@@ -241,7 +242,12 @@ int main(int argc, char** argv) {
     }
     const std::vector<dt::nn::Variable> params = model->parameters();
     dt::nn::AdamW opt(params, {.lr = a.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
-    const dt::nn::WarmupCosine schedule{a.lr, a.warmup, std::max<int64_t>(a.steps, 1), a.lr * 0.1};
+    const dt::train::LrSchedule schedule{.kind = dt::train::LrSchedule::Kind::kWarmupCosine,
+                                         .base_lr = a.lr,
+                                         .warmup_steps = a.warmup,
+                                         .total_steps = std::max<int64_t>(a.steps, 1),
+                                         .min_lr = a.lr * 0.1,
+                                         .decay_steps = 0};
     const Corpus corpus(a.vocab, a.successors, uint64_t(a.seed) + 17);
 
     // This dp rank's rows of the global batch (torch.chunk's split: uneven batches are fine).

@@ -208,13 +208,6 @@ double clip_grad_norm_(const std::vector<Variable>& params, double max_norm) {
   return norm;
 }
 
-double WarmupCosine::lr_at(int64_t step) const {
-  if (warmup_steps > 0 && step < warmup_steps) return base_lr * double(step + 1) / double(warmup_steps);
-  const int64_t span = std::max<int64_t>(1, total_steps - warmup_steps);
-  const double t = std::min(1.0, double(step - warmup_steps) / double(span));
-  return min_lr + 0.5 * (base_lr - min_lr) * (1 + std::cos(std::numbers::pi * t));
-}
-
 void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh& dp, ReduceOp op) {
   DT_CHECK_ARG(dp.defined() && dp.ndim() == 1, "all_reduce_gradients: the data-parallel mesh must be 1-d");
   if (!dp.is_member() || dp.size() == 1) return;

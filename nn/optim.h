@@ -1,5 +1,5 @@
-// Optimizers on local shards, gradient clipping across shards and meshes, a learning-rate schedule, and the
-// data-parallel gradient all-reduce.
+// Optimizers on local shards, gradient clipping across shards and meshes, and the data-parallel gradient all-reduce
+// (learning-rate schedules: train/lr_schedule.h).
 //
 //   nn::AdamW opt(model->parameters(), {.lr = 1e-3, .weight_decay = 0.1});
 //   loss.backward();
@@ -99,15 +99,6 @@ double grad_norm(const std::vector<Variable>& params);
 // Scales the gradients by min(1, max_norm / (norm + 1e-6)) and returns the norm before clipping (PyTorch's
 // clip_grad_norm_).
 double clip_grad_norm_(const std::vector<Variable>& params, double max_norm);
-
-// Linear warmup to base_lr over warmup_steps, then cosine decay to min_lr at total_steps (and min_lr after).
-struct WarmupCosine {
-  double base_lr = 1e-3;
-  int64_t warmup_steps = 0;
-  int64_t total_steps = 1;
-  double min_lr = 0;
-  double lr_at(int64_t step) const;  // step counts from 0
-};
 
 // Reduces the gradients over a data-parallel mesh (1-d: the dp dim; kAvg averages, kSum adds) with one all-reduce
 // per dtype and device (the local gradients are packed into one buffer). Every rank of that mesh calls it with the

@@ -21,9 +21,11 @@ ALLOWED = {
     "nn": {"core", "placement", "kernels", "collectives", "dtensor"},
     "fsdp": {"core", "placement", "kernels", "collectives", "dtensor", "nn"},
     "bindings": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
-    "tools": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "bindings"},
+    # What a trainer is made of; above fsdp/ (and pipeline/ once it exists), beside bindings/.
+    "train": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
+    "tools": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "bindings", "train"},
     # The C++ umbrella (api/dtensor/dt.h, installed as <dtensor/dt.h>): the top layer, it may include every layer.
-    "api": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
+    "api": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "train"},
 }
 # The umbrella must not pull in a backend's external headers (users need not have UCX, NCCL or CUDA headers).
 UMBRELLA = "api/dtensor/dt.h"
@@ -174,7 +176,8 @@ def umbrella_violations(root):
 # Variable's methods everywhere else (deliver_grad, set_grad_sink, ...), so that nn alone decides how a gradient
 # is delivered.
 PRIVATE_NAMES = [(re.compile(r"\bVariableImpl\b|nn/variable_impl\.h"), "nn/", "nn's VariableImpl (nn/variable_impl.h)")]
-PRIVATE_SCAN = ("core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "bindings", "tools", "api",
+PRIVATE_SCAN = ("core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "bindings", "train", "tools",
+                "api",
                 "tests", "bench", "examples")
 
 

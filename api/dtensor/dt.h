@@ -43,3 +43,6 @@
 #include "placement/placement.h"
 #include "placement/planner.h"
 #include "placement/sharding_spec.h"
+#include "train/loader.h"
+#include "train/lr_schedule.h"
+#include "train/token_dataset.h"

@@ -137,16 +137,6 @@ TEST(NnOptim, ClipGradNormIsExactAcrossShardsAndMeshes) {
   });
 }
 
-TEST(NnOptim, WarmupCosine) {
-  nn::WarmupCosine s{.base_lr = 1.0, .warmup_steps = 4, .total_steps = 14, .min_lr = 0.1};
-  EXPECT_DOUBLE_EQ(s.lr_at(0), 0.25);
-  EXPECT_DOUBLE_EQ(s.lr_at(3), 1.0);
-  EXPECT_DOUBLE_EQ(s.lr_at(4), 1.0);
-  EXPECT_NEAR(s.lr_at(9), 0.1 + 0.45 * (1 + std::cos(std::numbers::pi * 0.5)), 1e-12);
-  EXPECT_DOUBLE_EQ(s.lr_at(14), 0.1);
-  EXPECT_DOUBLE_EQ(s.lr_at(100), 0.1);
-}
-
 TEST(NnOptim, BadOptions) {
   op_test::on_mesh({1}, [&](const DeviceMesh& mesh) {
     Variable w(nn_test::replicate_on(Tensor::randn({3}, 1), mesh), true);
