@@ -44,5 +44,6 @@
 #include "placement/planner.h"
 #include "placement/sharding_spec.h"
 #include "train/loader.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/token_dataset.h"
