@@ -14,10 +14,26 @@
 
 namespace dt::nn {
 
-Optimizer::Optimizer(std::vector<Variable> params) : params_(std::move(params)) {
-  for (size_t i = 0; i < params_.size(); ++i)
-    DT_CHECK_ARG(params_[i].impl() != nullptr && params_[i].is_leaf() && params_[i].requires_grad(),
-                 "optimizer: parameter ", i, " (", params_[i].name(), ") must be a leaf that requires grad");
+Optimizer::Optimizer(std::vector<Variable> params)
+    : Optimizer(std::vector<ParamGroup>{{"", std::move(params), 1.0, std::nullopt}}) {}
+
+Optimizer::Optimizer(const std::vector<ParamGroup>& groups) {
+  std::vector<const VariableImpl*> seen;
+  for (const ParamGroup& g : groups) {
+    DT_CHECK_ARG(g.lr_scale >= 0 && (!g.weight_decay || *g.weight_decay >= 0), "optimizer: group '", g.name,
+                 "' needs lr_scale >= 0 and weight_decay >= 0");
+    for (const Variable& p : g.params) {
+      const size_t i = params_.size();
+      DT_CHECK_ARG(p.impl() != nullptr && p.is_leaf() && p.requires_grad(), "optimizer: parameter ", i, " (", p.name(),
+                   ") must be a leaf that requires grad");
+      DT_CHECK_ARG(std::find(seen.begin(), seen.end(), p.impl()) == seen.end(), "optimizer: parameter ", p.name(),
+                   " is in more than one group");
+      seen.push_back(p.impl());
+      params_.push_back(p);
+      lr_scale_.push_back(g.lr_scale);
+      weight_decay_.push_back(g.weight_decay);
+    }
+  }
 }
 
 void Optimizer::zero_grad() {
@@ -110,7 +126,10 @@ void check_payload(const Variable& p) {
 
 }  // namespace
 
-SGD::SGD(std::vector<Variable> params, SgdOptions o) : Optimizer(std::move(params)), o_(o) {
+SGD::SGD(std::vector<Variable> params, SgdOptions o)
+    : SGD(std::vector<ParamGroup>{{"", std::move(params), 1.0, std::nullopt}}, o) {}
+
+SGD::SGD(const std::vector<ParamGroup>& groups, SgdOptions o) : Optimizer(groups), o_(o) {
   DT_CHECK_ARG(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0, "SGD: lr, momentum and weight_decay must be >= 0");
   DT_CHECK_ARG(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: nesterov needs momentum > 0, dampening 0");
   lr_ = o.lr;
@@ -123,10 +142,11 @@ std::vector<std::string> SGD::state_names() const {
 void SGD::step() {
   NoGradGuard no_grad;
   ++steps_;
-  for (const Variable& p : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Variable& p = params_[i];
     if (!p.grad().defined()) continue;
     check_payload(p);
-    kernels::SgdStep h{lr_, o_.momentum, o_.dampening, o_.weight_decay, o_.nesterov, true};
+    kernels::SgdStep h{lr_of(i), o_.momentum, o_.dampening, weight_decay_of(i, o_.weight_decay), o_.nesterov, true};
     Tensor buf;
     if (o_.momentum > 0) {
       State& s = state_for(p, state_names());
@@ -138,7 +158,10 @@ void SGD::step() {
   }
 }
 
-AdamW::AdamW(std::vector<Variable> params, AdamWOptions o) : Optimizer(std::move(params)), o_(o) {
+AdamW::AdamW(std::vector<Variable> params, AdamWOptions o)
+    : AdamW(std::vector<ParamGroup>{{"", std::move(params), 1.0, std::nullopt}}, o) {}
+
+AdamW::AdamW(const std::vector<ParamGroup>& groups, AdamWOptions o) : Optimizer(groups), o_(o) {
   DT_CHECK_ARG(
       o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0 && o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1,
       "AdamW: need lr, eps, weight_decay >= 0 and betas in [0, 1), got lr ", o.lr, ", betas (", o.beta1, ", ", o.beta2,
@@ -149,12 +172,13 @@ AdamW::AdamW(std::vector<Variable> params, AdamWOptions o) : Optimizer(std::move
 void AdamW::step() {
   NoGradGuard no_grad;
   ++steps_;
-  for (const Variable& p : params_) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Variable& p = params_[i];
     if (!p.grad().defined()) continue;
     check_payload(p);
     State& s = state_for(p, state_names());
     ++s.step;
-    kernels::AdamWStep h{lr_, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, s.step};
+    kernels::AdamWStep h{lr_of(i), o_.beta1, o_.beta2, o_.eps, weight_decay_of(i, o_.weight_decay), s.step};
     kernels::adamw_step(p.to_local(), local_grad(p), s.tensors["exp_avg"].to_local(),
                         s.tensors["exp_avg_sq"].to_local(), h);
   }

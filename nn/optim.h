@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,19 @@
 
 namespace dt::nn {
 
+// A group of parameters with its own settings (PyTorch's param_groups): the lr is the optimizer's lr (which
+// schedules set) times lr_scale; weight_decay, when set, replaces the optimizer's.
+struct ParamGroup {
+  std::string name;
+  std::vector<Variable> params;
+  double lr_scale = 1.0;
+  std::optional<double> weight_decay;
+};
+
 class Optimizer {
  public:
   explicit Optimizer(std::vector<Variable> params);
+  explicit Optimizer(const std::vector<ParamGroup>& groups);
   virtual ~Optimizer() = default;
   // Updates every parameter that has a gradient (others are skipped, as PyTorch).
   virtual void step() = 0;
@@ -57,7 +68,12 @@ class Optimizer {
   };
   // The state of a parameter (made with zeros of its layout on first use; checked against its layout after).
   State& state_for(const Variable& p, const std::vector<std::string>& names);
+  // Parameter i's lr (lr_ times its group's scale) and weight decay (its group's, else `fallback`).
+  double lr_of(size_t i) const { return lr_ * lr_scale_[i]; }
+  double weight_decay_of(size_t i, double fallback) const { return weight_decay_[i].value_or(fallback); }
   std::vector<Variable> params_;
+  std::vector<double> lr_scale_;
+  std::vector<std::optional<double>> weight_decay_;
   double lr_ = 1e-3;
   int64_t steps_ = 0;
 
@@ -72,6 +88,7 @@ struct SgdOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Variable> params, SgdOptions options = {});
+  SGD(const std::vector<ParamGroup>& groups, SgdOptions options = {});
   void step() override;
   std::vector<std::string> state_names() const override;
 
@@ -85,6 +102,7 @@ struct AdamWOptions {
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<Variable> params, AdamWOptions options = {});
+  AdamW(const std::vector<ParamGroup>& groups, AdamWOptions options = {});
   void step() override;
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 

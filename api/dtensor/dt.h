@@ -46,4 +46,5 @@
 #include "train/loader.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
+#include "train/param_groups.h"
 #include "train/token_dataset.h"
