@@ -43,6 +43,7 @@
 #include "placement/placement.h"
 #include "placement/planner.h"
 #include "placement/sharding_spec.h"
+#include "train/config.h"
 #include "train/loader.h"
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
