@@ -52,6 +52,26 @@ CommunicatorPtr init_process_group(DeviceType type) {
   return init_with(*backend, init_from_env());
 }
 
+bool under_launcher() {
+  for (const char* v : {"DT_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
+    if (config::lookup(v)) return true;
+  return false;
+}
+
+CommunicatorPtr init_process_group_or_alone(DeviceType type) {
+  if (under_launcher()) return init_process_group(type);
+  register_builtin_backends();
+  const Backend* backend = find_backend(type);
+  DT_CHECK_ARG(backend != nullptr,
+               "init_process_group_or_alone: no backend for this device type (registered: ", registered_names(), ")");
+  // Rank 0 of 1: the launcher's variables as a lone process would have them, everything else from the environment.
+  return init_with(*backend, init_from_env([](const std::string& name) -> std::optional<std::string> {
+    if (name == "DT_RANK" || name == "DT_LOCAL_RANK") return "0";
+    if (name == "DT_WORLD_SIZE" || name == "DT_LOCAL_WORLD_SIZE") return "1";
+    return config::lookup(name);
+  }));
+}
+
 CommunicatorPtr init_process_group(const std::string& name) {
   register_builtin_backends();
   const Backend* backend = find_backend(name);

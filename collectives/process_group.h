@@ -23,6 +23,11 @@ namespace dt {
 // default world and returns it. Collective over the job. Throws dt::Unsupported when no backend serves `type` in this
 // build (kCUDA without CUDA/NCCL) or the backend cannot run in this process (no usable GPU).
 std::shared_ptr<Communicator> init_process_group(DeviceType type = DeviceType::kCPU);
+// Whether a launcher started this process (a rank variable of dtrun, torchrun, mpirun or srun is set).
+bool under_launcher();
+// init_process_group(type) under a launcher; otherwise a world of this one process (rank 0 of 1), so that a program
+// runs alone or under a launcher alike (tools/dttrain).
+std::shared_ptr<Communicator> init_process_group_or_alone(DeviceType type = DeviceType::kCPU);
 // The same with a backend by name; dt::InvalidArgument naming the registered backends when there is none of that
 // name.
 std::shared_ptr<Communicator> init_process_group(const std::string& backend);

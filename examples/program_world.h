@@ -41,11 +41,7 @@ inline ProgramWorld join_world(int64_t threads = 0) {
     w.world = make_thread_world(1)[0];
     set_default_world(w.world);
   }
-  int64_t local_ranks = 1;
-  for (const char* v : {"DT_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
-    if (auto s = config::lookup(v)) local_ranks = std::max<int64_t>(1, std::atoll(s->c_str()));
-  const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
-  w.threads = int(threads > 0 ? threads : std::max<int64_t>(1, cores / local_ranks));
+  w.threads = threads > 0 ? int(threads) : kernels::default_intra_op_threads();
   kernels::set_blas_threads(1);
   kernels::set_intra_op_threads(w.threads);
   return w;

@@ -77,6 +77,8 @@ SUBLAYER_RULES = [
     (lambda rel: rel.startswith("nn/") and not rel.startswith("nn/models/"),
      lambda inc: inc.startswith("nn/models/"),
      "nn/models/ (model families) builds on nn/; the rest of nn/ does not include it"),
+    (lambda rel: rel == "tools/dttrain.cc", lambda inc: True,
+     "dttrain builds on the public C++ API only: #include <dtensor/dt.h>, and add what it lacks to the API"),
     (lambda rel: rel.startswith("dtensor/"),
      lambda inc: inc.startswith("collectives/") and inc not in DTENSOR_COLLECTIVES,
      "dtensor/ sees the collectives only through " + ", ".join(DTENSOR_COLLECTIVES)),

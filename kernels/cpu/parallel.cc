@@ -6,10 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/config.h"
 #include "core/error.h"
 
 namespace dt::kernels {
@@ -116,6 +118,17 @@ void set_intra_op_threads(int n) {
 }
 
 int intra_op_threads() { return pool().threads(); }
+
+int default_intra_op_threads() {
+  int64_t local_ranks = 1;
+  for (const char* v : {"DT_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+    if (auto s = config::lookup(v)) {
+      local_ranks = std::max<int64_t>(1, std::atoll(s->c_str()));
+      break;
+    }
+  const int64_t cores = std::max<int64_t>(1, int64_t(std::thread::hardware_concurrency()));
+  return int(std::max<int64_t>(1, cores / local_ranks));
+}
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;

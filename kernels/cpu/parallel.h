@@ -11,6 +11,9 @@ namespace dt::kernels {
 
 void set_intra_op_threads(int n);  // n >= 1
 int intra_op_threads();
+// The cores of this machine shared among the ranks a launcher started on it (DT_LOCAL_WORLD_SIZE, LOCAL_WORLD_SIZE
+// or OMPI_COMM_WORLD_LOCAL_SIZE; 1 without one), at least 1: a rank's fair share, as torchrun's OMP_NUM_THREADS.
+int default_intra_op_threads();
 
 // fn(begin, end) for consecutive ranges covering [0, n), each at least `grain` long (but the last). Runs inline when
 // one thread is set, n < 2 * grain, or the pool is already running another caller's loop (ranks of the thread
