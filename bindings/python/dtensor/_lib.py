@@ -14,7 +14,30 @@ from .errors import raise_for_status
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _preload_wheel_nccl():
+    """Where PyTorch's NCCL wheel is installed (nvidia-nccl-cu*), load its libnccl.so.2 before libdtensor.so.
+
+    A process holds one library per soname: whichever libnccl.so.2 loads first serves every later user. A CUDA build
+    of libdtensor links the CUDA toolkit's NCCL; loaded first, it would serve torch too, which then fails to import
+    (libtorch_cuda.so: undefined symbol ncclCommResume, a newer NCCL's). The wheel's NCCL is the newer one and keeps
+    the older ABI (NCCL 2.x), so both libraries work over it, in either import order."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec("nvidia.nccl")
+    except (ImportError, ValueError):
+        return
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        path = os.path.join(folder, "lib", "libnccl.so.2")
+        if os.path.exists(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                pass  # libdtensor then loads its own NCCL; only a later torch import can mind
+            return
+
+
 def _load():
+    _preload_wheel_nccl()
     candidates = []
     bundled = os.path.join(_HERE, "libdtensor.so")
     if os.path.exists(bundled):
