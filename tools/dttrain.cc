@@ -363,6 +363,7 @@ int main(int argc, char** argv) {
     return train(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dttrain: %s\n", e.what());
+    dt::destroy_process_group();  // the world and the store, released now, not left to static destruction
     return 1;
   }
 }
