@@ -59,36 +59,18 @@ if [ -z "$only" ] || [ "$only" = redistribute ]; then
   fi
   [ "$only" = redistribute ] && exit 0
 fi
-if [ -z "$only" ] || [ "$only" = attention ]; then
-  # The fused attention against the composed one and PyTorch's CPU scaled_dot_product_attention (bench/attention).
-  echo "== bench/attention" >&2
-  [ "$only" = attention ] && exec /usr/bin/python3 "$root/bench/attention/run.py" "$build"
-  /usr/bin/python3 "$root/bench/attention/run.py" "$build" || echo "bench/run.sh: bench/attention failed (above)" >&2
-fi
-if [ -z "$only" ] || [ "$only" = generate ]; then
-  # Greedy decoding against transformers' generate, and tensor-parallel decoding's per-token latency (bench/generate).
-  echo "== bench/generate" >&2
-  [ "$only" = generate ] && exec /usr/bin/python3 "$root/bench/generate/run.py" "$build"
-  /usr/bin/python3 "$root/bench/generate/run.py" "$build" || echo "bench/run.sh: bench/generate failed (above)" >&2
-fi
-if [ -z "$only" ] || [ "$only" = train ]; then
-  # dtensor's GPT training step (examples/train_gpt) against its PyTorch twin, one process and tp=2 (bench/train).
-  echo "== bench/train" >&2
-  [ "$only" = train ] && exec /usr/bin/python3 "$root/bench/train/run.py" "$build"
-  /usr/bin/python3 "$root/bench/train/run.py" "$build" || echo "bench/run.sh: bench/train failed (above)" >&2
-fi
-if [ -z "$only" ] || [ "$only" = fsdp ]; then
-  # dtensor's FSDP (bench/fsdp_mlp, examples/train_gpt --fsdp) against PyTorch FSDP2 on gloo (bench/fsdp).
-  echo "== bench/fsdp" >&2
-  [ "$only" = fsdp ] && exec /usr/bin/python3 "$root/bench/fsdp/run.py" "$build"
-  /usr/bin/python3 "$root/bench/fsdp/run.py" "$build" || echo "bench/run.sh: bench/fsdp failed (above)" >&2
-fi
-if [ -z "$only" ] || [ "$only" = checkpoint ]; then
-  # dtensor's sharded checkpoints (bench/ckpt_bench) against raw file I/O and torch.distributed.checkpoint.
-  echo "== bench/checkpoint" >&2
-  [ "$only" = checkpoint ] && exec /usr/bin/python3 "$root/bench/checkpoint/run.py" "$build"
-  /usr/bin/python3 "$root/bench/checkpoint/run.py" "$build" || echo "bench/run.sh: bench/checkpoint failed (above)" >&2
-fi
+# The Python drivers, each its own table against its reference (bench/<name>/run.py):
+#   attention   the fused attention against the composed one and PyTorch's CPU scaled_dot_product_attention
+#   generate    greedy decoding against transformers' generate, and tensor-parallel decoding's per-token latency
+#   train       dtensor's GPT training step (examples/train_gpt) against its PyTorch twin, one process and tp=2
+#   fsdp        dtensor's FSDP (bench/fsdp_mlp, examples/train_gpt --fsdp) against PyTorch FSDP2 on gloo
+#   checkpoint  sharded checkpoints (bench/ckpt_bench) against raw file I/O and torch.distributed.checkpoint
+for driver in attention generate train fsdp checkpoint; do
+  [ -z "$only" ] || [ "$only" = "$driver" ] || continue
+  echo "== bench/$driver" >&2
+  [ "$only" = "$driver" ] && exec /usr/bin/python3 "$root/bench/$driver/run.py" "$build"
+  /usr/bin/python3 "$root/bench/$driver/run.py" "$build" || echo "bench/run.sh: bench/$driver failed (above)" >&2
+done
 for f in "$bench" "$dtrun"; do
   [ -x "$f" ] || { echo "bench/run.sh: $f is missing (build first: ./dev build)" >&2; exit 1; }
 done

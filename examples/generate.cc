@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -45,18 +44,6 @@ struct Args {
   dt::nn::GenerateOptions gen;
 };
 
-std::vector<int64_t> parse_ids(const std::string& text) {
-  std::vector<int64_t> ids;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    int64_t v = 0;
-    if (!dt::tools::parse_number(item, v)) throw dt::tools::UsageError{"'" + text + "' is not a list of token ids"};
-    ids.push_back(v);
-  }
-  return ids;
-}
-
 Args parse(int argc, char** argv) {
   Args a;
   dt::tools::ArgReader args(argc, argv, kUsage);
@@ -68,11 +55,11 @@ Args parse(int argc, char** argv) {
         args.take("--top-k", a.gen.top_k) || args.take("--top-p", a.gen.top_p) || args.take("--seed", a.gen.seed))
       continue;
     if (args.is("--prompt")) {
-      a.prompts.push_back(parse_ids(args.value()));
+      a.prompts.push_back(dt::tools::parse_list<int64_t>(args.value()));
       continue;
     }
     if (args.is("--stop")) {
-      a.stop = parse_ids(args.value());
+      a.stop = dt::tools::parse_list<int64_t>(args.value());
       a.stop_given = true;
       continue;
     }

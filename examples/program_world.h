@@ -7,15 +7,11 @@
 //   if (w.launched) dt::destroy_process_group();                              // before main returns
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <thread>
 
 #include "collectives/process_group.h"
 #include "collectives/thread/thread_comm.h"
-#include "core/config.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/ops/matmul.h"
 
@@ -33,8 +29,7 @@ struct ProgramWorld {
 // thread of it spins beside ours.
 inline ProgramWorld join_world(int64_t threads = 0) {
   ProgramWorld w;
-  for (const char* v : {"DT_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
-    w.launched |= config::lookup(v).has_value();
+  w.launched = under_launcher();
   if (w.launched) {
     w.world = init_process_group();
   } else {

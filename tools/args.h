@@ -76,6 +76,29 @@ bool parse_number(const std::string& text, T& dst) {
   }
 }
 
+// The pieces of `text` between the separators ("1,450,4996" -> {"1", "450", "4996"}; "" -> {}).
+inline std::vector<std::string> split_list(const std::string& text, char sep = ',') {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  size_t begin = 0;
+  for (size_t end; (end = text.find(sep, begin)) != std::string::npos; begin = end + 1)
+    out.push_back(text.substr(begin, end - begin));
+  out.push_back(text.substr(begin));
+  return out;
+}
+
+// A list of numbers ("1,450,4996"); UsageError naming the text and the item that is not a number of T's type.
+template <typename T>
+std::vector<T> parse_list(const std::string& text, char sep = ',') {
+  std::vector<T> out;
+  for (const std::string& item : split_list(text, sep)) {
+    T v{};
+    if (!parse_number(item, v)) throw UsageError{"'" + text + "': '" + item + "' is not a number"};
+    out.push_back(v);
+  }
+  return out;
+}
+
 class ArgReader {
  public:
   ArgReader(int argc, char** argv, const char* usage) : argc_(argc), argv_(argv), usage_(usage) {}

@@ -56,11 +56,14 @@ double measured_peak_flops() {
   return 2.0 * double(n * n * n) / best;
 }
 
-// One value summed (or maxed) over the world, on every rank.
-double world_reduce(const dt::CommunicatorPtr& world, double v, dt::ReduceOp op) {
-  dt::Tensor t = dt::Tensor::full({1}, v, dt::DType::f64);
+// Values summed (or maxed) over the world in one all-reduce, on every rank.
+std::vector<double> world_reduce(const dt::CommunicatorPtr& world, std::vector<double> v, dt::ReduceOp op) {
+  dt::Tensor t = dt::Tensor::from_data(v, {int64_t(v.size())});
   world->all_reduce(t, op)->wait();
-  return t.item();
+  return {t.data<double>(), t.data<double>() + t.numel()};
+}
+double world_reduce(const dt::CommunicatorPtr& world, double v, dt::ReduceOp op) {
+  return world_reduce(world, std::vector<double>{v}, op)[0];
 }
 
 struct Run {
@@ -291,8 +294,11 @@ int train(const std::vector<std::string>& args) {
     const double secs = since(t0);
     const double tokens_per_s = tokens_per_step / secs;
     const double mfu = tokens_per_s * flops_per_token / double(r.world->size()) / peak;
-    const double peak_bytes =
-        world_reduce(r.world, double(dt::memory_usage(dt::Device::cpu()).total_peak), dt::ReduceOp::kMax);
+    // The largest memory peak over the ranks and whether any rank got a signal: one all-reduce.
+    const std::vector<double> maxima = world_reduce(
+        r.world, {double(dt::memory_usage(dt::Device::cpu()).total_peak), g_stop ? 1.0 : 0.0}, dt::ReduceOp::kMax);
+    const double peak_bytes = maxima[0];
+    const bool stop = maxima[1] > 0;
     if (r.lead && (step % c.logging.every == 0 || step == t.steps)) {
       std::printf("step %5lld  loss %.4f  grad norm %.3f  lr %.3e  %.0f tokens/s  MFU %.1f%%  memory %.1f MiB/rank%s\n",
                   (long long)step, loss, norm, r.opt->lr(), tokens_per_s, 100 * mfu, mib(peak_bytes),
@@ -311,7 +317,6 @@ int train(const std::vector<std::string>& args) {
         if (r.log.is_open()) r.log << "{\"step\":" << step << ",\"val_loss\":" << val << "}\n" << std::flush;
       }
     }
-    const bool stop = world_reduce(r.world, g_stop ? 1.0 : 0.0, dt::ReduceOp::kMax) > 0;
     if (stop || (c.checkpoint.every > 0 && step % c.checkpoint.every == 0 && step < t.steps)) save(r, step, pending);
     if (stop) {
       if (r.lead) std::printf("dttrain: stopped by a signal after step %lld (checkpoint saved)\n", (long long)step);

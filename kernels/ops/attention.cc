@@ -63,15 +63,25 @@ AttentionProblem problem(const char* op, const Tensor& q, const Tensor& k, const
   return p;
 }
 
-void set_strides(int64_t (&dst)[3], const Tensor& t) {
-  for (int i = 0; i < 3; ++i) dst[i] = t.stride(i);
-}
-
-// key_start on the device of the computation (null when empty).
-Tensor key_start_tensor(const std::vector<int64_t>& key_start, Device device, Stream stream) {
-  if (key_start.empty()) return {};
-  Tensor host = Tensor::from_data(key_start, {int64_t(key_start.size())});
-  return device.is_cpu() ? host : host.to(device, stream);
+// q, k and v in the compute dtype with their strides in `p`, and key_start on the computation's device (its data
+// pointer in `p`): what the forward and the backward both hand the loops.
+struct Inputs {
+  Tensor q, k, v, key_start;
+};
+Inputs prepare(AttentionProblem& p, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o,
+               DType compute, Stream stream) {
+  Inputs in{prepared(q, compute, stream), prepared(k, compute, stream), prepared(v, compute, stream), {}};
+  for (int i = 0; i < 3; ++i) {
+    p.q_stride[i] = in.q.stride(i);
+    p.k_stride[i] = in.k.stride(i);
+    p.v_stride[i] = in.v.stride(i);
+  }
+  if (!o.key_start.empty()) {
+    Tensor host = Tensor::from_data(o.key_start, {int64_t(o.key_start.size())});
+    in.key_start = q.device().is_cpu() ? host : host.to(q.device(), stream);
+    p.key_start = in.key_start.data<int64_t>();
+  }
+  return in;
 }
 
 }  // namespace
@@ -81,17 +91,12 @@ AttentionResult attention(const Tensor& q, const Tensor& k, const Tensor& v, con
   AttentionProblem p = problem("attention", q, k, v, o);
   const DType compute = acc_dtype(q.dtype());
   const Device device = q.device();
-  Tensor qc = prepared(q, compute, stream), kc = prepared(k, compute, stream), vc = prepared(v, compute, stream);
-  set_strides(p.q_stride, qc);
-  set_strides(p.k_stride, kc);
-  set_strides(p.v_stride, vc);
-  Tensor ks = key_start_tensor(o.key_start, device, stream);
-  p.key_start = ks.defined() ? ks.data<int64_t>() : nullptr;
+  const Inputs in = prepare(p, q, k, v, o, compute, stream);
   Tensor out = Tensor::empty(q.shape(), compute, device);
   Tensor lse = Tensor::empty({p.batch, p.q_heads, p.tq}, compute, device);
   if (out.numel() > 0 || lse.numel() > 0)
-    DT_OPS_DISPATCH(device, "attention", cpu::attention(p, qc, kc, vc, out, lse),
-                    cuda::attention(p, qc, kc, vc, out, lse, stream));
+    DT_OPS_DISPATCH(device, "attention", cpu::attention(p, in.q, in.k, in.v, out, lse),
+                    cuda::attention(p, in.q, in.k, in.v, out, lse, stream));
   return {out.to(q.dtype(), stream), lse};
 }
 
@@ -110,20 +115,15 @@ AttentionGrads attention_backward(const Tensor& dout, const Tensor& q, const Ten
                p.q_heads, ", ", p.tq, "] ", dtype_name(compute), ", got ", shape_str(dout.shape()), ", ",
                shape_str(out.shape()), ", ", shape_str(lse.shape()));
   common_device("attention_backward", {&q, &dout, &out, &lse}, {"q", "dout", "out", "lse"});
-  Tensor qc = prepared(q, compute, stream), kc = prepared(k, compute, stream), vc = prepared(v, compute, stream);
-  set_strides(p.q_stride, qc);
-  set_strides(p.k_stride, kc);
-  set_strides(p.v_stride, vc);
-  Tensor ks = key_start_tensor(o.key_start, device, stream);
-  p.key_start = ks.defined() ? ks.data<int64_t>() : nullptr;
+  const Inputs in = prepare(p, q, k, v, o, compute, stream);
   Tensor doc = dout.to(compute, stream).contiguous(stream), oc = out.to(compute, stream).contiguous(stream);
   Tensor lc = lse.contiguous(stream);
   Tensor dq = Tensor::empty(q.shape(), compute, device), dk = Tensor::empty(k.shape(), compute, device),
          dv = Tensor::empty(v.shape(), compute, device);
   for (Tensor* t : {&dq, &dk, &dv}) t->zero_(stream);
   if (q.numel() > 0 && k.numel() > 0)
-    DT_OPS_DISPATCH(device, "attention_backward", cpu::attention_backward(p, doc, qc, kc, vc, oc, lc, dq, dk, dv),
-                    cuda::attention_backward(p, doc, qc, kc, vc, oc, lc, dq, dk, dv, stream));
+    DT_OPS_DISPATCH(device, "attention_backward", cpu::attention_backward(p, doc, in.q, in.k, in.v, oc, lc, dq, dk, dv),
+                    cuda::attention_backward(p, doc, in.q, in.k, in.v, oc, lc, dq, dk, dv, stream));
   return {dq.to(q.dtype(), stream), dk.to(k.dtype(), stream), dv.to(v.dtype(), stream)};
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "tests/error_of.h"
 
 namespace dt {
 namespace {
@@ -30,14 +31,7 @@ class EnvScope {
   std::optional<std::string> old_;
 };
 
-std::string error_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
+using dt::testing::error_of;
 
 TEST(Config, DefaultsApplyWhenUnsetOrEmpty) {
   {

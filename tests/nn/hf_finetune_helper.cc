@@ -4,7 +4,6 @@
 // logits of the rows (safetensors, "logits"), for transformers to load and compare.
 #include <cstdio>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,20 +47,11 @@ Args parse(int argc, char** argv) {
 dt::Tensor parse_rows(const std::string& text) {
   std::vector<int64_t> flat;
   int64_t rows = 0, cols = -1;
-  std::stringstream rs(text);
-  std::string row;
-  while (std::getline(rs, row, ';')) {
-    std::stringstream cs(row);
-    std::string item;
-    int64_t n = 0;
-    while (std::getline(cs, item, ',')) {
-      int64_t v = 0;
-      if (!dt::tools::parse_number(item, v)) throw dt::tools::UsageError{"bad token id '" + item + "'"};
-      flat.push_back(v);
-      ++n;
-    }
-    if (cols >= 0 && n != cols) throw dt::tools::UsageError{"--rows must all have one length"};
-    cols = n;
+  for (const std::string& row : dt::tools::split_list(text, ';')) {
+    const std::vector<int64_t> ids = dt::tools::parse_list<int64_t>(row);
+    if (cols >= 0 && int64_t(ids.size()) != cols) throw dt::tools::UsageError{"--rows must all have one length"};
+    cols = int64_t(ids.size());
+    flat.insert(flat.end(), ids.begin(), ids.end());
     ++rows;
   }
   return dt::Tensor::from_data(flat, {rows, cols});

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "tests/error_of.h"
 
 namespace dt::train {
 namespace {
@@ -31,15 +32,7 @@ decay_steps = 10
 path = "corpus.bin"
 )";
 
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using dt::testing::error_of;
 
 TEST(TrainConfig, FileOverridesAndRoundTrip) {
   TrainConfig c = parse_config(kBase, {"--training.steps", "200", "--optimizer.lr=1e-3", "--parallelism.fsdp", "false",

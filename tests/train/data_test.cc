@@ -11,6 +11,7 @@
 
 #include "core/splitmix.h"
 #include "placement/layout.h"
+#include "tests/error_of.h"
 #include "train/loader.h"
 #include "train/lr_schedule.h"
 #include "train/token_dataset.h"
@@ -61,16 +62,7 @@ TEST(TokenDataset, RoundTripsInBothWidths) {
   }
 }
 
-// The message of `fn`'s InvalidArgument (empty when it does not throw one).
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
+using dt::testing::error_of;
 
 TEST(TokenDataset, BadFilesAreNamed) {
   TempDir dir;

@@ -38,17 +38,34 @@ __device__ inline T warp_sum(T v) {
   return v;
 }
 
+// The query row a warp works on: its (batch, head, position), the key/value head it reads, and where its q row and
+// that head's keys and values start. False for a warp past the last row.
+template <typename T>
+struct WarpRow {
+  int64_t row, b, h, i, g;
+  const T *q, *k, *v;
+};
+template <typename T>
+__device__ inline bool warp_row(const AttentionProblem& p, const T* q, const T* k, const T* v, WarpRow<T>& w) {
+  w.row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
+  if (w.row >= p.batch * p.q_heads * p.tq) return false;
+  w.i = w.row % p.tq;
+  w.h = (w.row / p.tq) % p.q_heads;
+  w.b = w.row / (p.tq * p.q_heads);
+  w.g = p.kv_head_of(w.h);
+  w.q = q + w.b * p.q_stride[0] + w.h * p.q_stride[1] + w.i * p.q_stride[2];
+  w.k = k + w.b * p.k_stride[0] + w.g * p.k_stride[1];
+  w.v = v + w.b * p.v_stride[0] + w.g * p.v_stride[1];
+  return true;
+}
+
 template <typename T>
 __global__ void attention_forward_kernel(AttentionProblem p, const T* q, const T* k, const T* v, T* out, T* lse) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  const int64_t rows = p.batch * p.q_heads * p.tq;
-  if (row >= rows) return;
-  const int64_t i = row % p.tq, h = (row / p.tq) % p.q_heads, b = row / (p.tq * p.q_heads);
-  const int64_t g = p.kv_head_of(h), d = p.head_dim;
-  const T* qr = q + b * p.q_stride[0] + h * p.q_stride[1] + i * p.q_stride[2];
-  const T* kb = k + b * p.k_stride[0] + g * p.k_stride[1];
-  const T* vb = v + b * p.v_stride[0] + g * p.v_stride[1];
+  WarpRow<T> w;
+  if (!warp_row(p, q, k, v, w)) return;
+  const int64_t row = w.row, i = w.i, b = w.b, d = p.head_dim;
+  const T *qr = w.q, *kb = w.k, *vb = w.v;
   T qv[kPerLane], acc[kPerLane];
   for (int e = 0; e < kPerLane; ++e) {
     const int64_t x = lane + 32 * e;
@@ -88,16 +105,12 @@ template <typename T>
 __global__ void attention_backward_kernel(AttentionProblem p, const T* dout, const T* q, const T* k, const T* v,
                                           const T* out, const T* lse, T* dq, T* dk, T* dv) {
   const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  const int64_t rows = p.batch * p.q_heads * p.tq;
-  if (row >= rows) return;
-  const int64_t i = row % p.tq, h = (row / p.tq) % p.q_heads, b = row / (p.tq * p.q_heads);
-  const int64_t g = p.kv_head_of(h), d = p.head_dim;
+  WarpRow<T> w;
+  if (!warp_row(p, q, k, v, w)) return;
+  const int64_t row = w.row, i = w.i, b = w.b, g = w.g, d = p.head_dim;
   const T l = lse[row];
   if (l == -std::numeric_limits<T>::infinity()) return;
-  const T* qr = q + b * p.q_stride[0] + h * p.q_stride[1] + i * p.q_stride[2];
-  const T* kb = k + b * p.k_stride[0] + g * p.k_stride[1];
-  const T* vb = v + b * p.v_stride[0] + g * p.v_stride[1];
+  const T *qr = w.q, *kb = w.k, *vb = w.v;
   T* dkb = dk + (b * p.kv_heads + g) * p.tk * d;
   T* dvb = dv + (b * p.kv_heads + g) * p.tk * d;
   T qv[kPerLane], dov[kPerLane], dqv[kPerLane];
