@@ -52,6 +52,11 @@ class Tensor {
                            DType dtype = DType::f32, double lo = 0, double hi = 1);
   static Tensor randn_block(const Shape& global, const Shape& offset, const Shape& block, uint64_t seed,
                             DType dtype = DType::f32, double mean = 0, double std = 1);
+  // Normal(mean, std) truncated to [lo, hi] (torch.nn.init.trunc_normal_'s absolute bounds), by inversion: element i
+  // is the quantile of one uniform draw of (seed, i), so blocks compose as above (Note [A truncated normal by
+  // inversion]).
+  static Tensor trunc_normal_block(const Shape& global, const Shape& offset, const Shape& block, uint64_t seed,
+                                   DType dtype, double mean, double std, double lo, double hi);
   static Tensor arange(int64_t n, DType dtype = DType::f32);
 
   // ---- metadata ----

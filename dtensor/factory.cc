@@ -68,4 +68,13 @@ DTensor randn(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement>
   });
 }
 
+DTensor trunc_normal(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements,
+                     const FactoryOptions& options, double mean, double std, double lo, double hi) {
+  return make("trunc_normal", shape, mesh, std::move(placements), options,
+              [&](const Shape& offset, const Shape& block) {
+                return Tensor::trunc_normal_block(shape, offset, block, options.seed, options.dtype, mean, std, lo, hi)
+                    .to(mesh.device());
+              });
+}
+
 }  // namespace dt

@@ -38,5 +38,8 @@ DTensor rand(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> 
 // Normal(mean, std).
 DTensor randn(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements,
               const FactoryOptions& options = {}, double mean = 0, double std = 1);
+// Normal(mean, std) truncated to [lo, hi] (torch.nn.init.trunc_normal_; Tensor::trunc_normal_block).
+DTensor trunc_normal(const Shape& shape, const DeviceMesh& mesh, std::vector<Placement> placements,
+                     const FactoryOptions& options, double mean, double std, double lo, double hi);
 
 }  // namespace dt

@@ -216,6 +216,16 @@ void Module::set_parameter_layout(const std::string& name, const DeviceMesh& mes
 
 const DeviceMesh& Module::parameter_mesh(const std::string& name) const { return slot(name).mesh; }
 
+void Module::set_parameter_init(const std::string& name, Init init) {
+  ParamSlot& s = slot(name);
+  DT_CHECK_ARG(!s.var.defined(), type_name_, ".", name, ": set_parameter_init after the parameter was materialized");
+  if (init.kind == Init::Kind::kTruncNormal)
+    DT_CHECK_ARG(init.b >= 0 && init.lo < init.hi, type_name_, ".", name,
+                 ": a truncated normal needs std >= 0 and lo < hi, got std ", init.b, " and [", init.lo, ", ", init.hi,
+                 "]");
+  s.init = init;
+}
+
 void Module::materialize_own(const std::string& prefix, const DeviceMesh& mesh, uint64_t seed,
                              std::optional<DType> dtype, bool fill) {
   for (ParamSlot& s : params_) {
@@ -242,6 +252,9 @@ void Module::materialize_own(const std::string& prefix, const DeviceMesh& mesh, 
           break;
         case Init::Kind::kUniform:
           d = dt::rand(s.shape, m, p, o, s.init.a, s.init.b);
+          break;
+        case Init::Kind::kTruncNormal:
+          d = dt::trunc_normal(s.shape, m, p, o, s.init.a, s.init.b, s.init.lo, s.init.hi);
           break;
       }
     s.var.set_data(std::move(d));

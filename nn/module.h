@@ -39,12 +39,16 @@ namespace dt::nn {
 
 // How a parameter's initial value is made from its (seed, global index) stream.
 struct Init {
-  enum class Kind { kZeros, kOnes, kNormal, kUniform } kind = Kind::kZeros;
-  double a = 0, b = 0;  // normal: mean, std; uniform: lo, hi
-  static Init zeros() { return {Kind::kZeros}; }
-  static Init ones() { return {Kind::kOnes}; }
-  static Init normal(double mean, double std) { return {Kind::kNormal, mean, std}; }
-  static Init uniform(double lo, double hi) { return {Kind::kUniform, lo, hi}; }
+  enum class Kind { kZeros, kOnes, kNormal, kUniform, kTruncNormal } kind = Kind::kZeros;
+  double a = 0, b = 0;    // normal and truncated normal: mean, std; uniform: lo, hi
+  double lo = 0, hi = 0;  // truncated normal: the bounds (absolute, as torch.nn.init.trunc_normal_'s a and b)
+  static Init zeros() { return {Kind::kZeros, 0, 0, 0, 0}; }
+  static Init ones() { return {Kind::kOnes, 0, 0, 0, 0}; }
+  static Init normal(double mean, double std) { return {Kind::kNormal, mean, std, 0, 0}; }
+  static Init uniform(double lo, double hi) { return {Kind::kUniform, lo, hi, 0, 0}; }
+  static Init trunc_normal(double mean, double std, double lo, double hi) {
+    return {Kind::kTruncNormal, mean, std, lo, hi};
+  }
 };
 
 class Module;
@@ -92,6 +96,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // The placements a parameter will be (or is) laid out with (parallel styles set them). Name local to this module.
   void set_parameter_layout(const std::string& name, const DeviceMesh& mesh, std::vector<Placement> placements);
   const DeviceMesh& parameter_mesh(const std::string& name) const;
+  // Replaces the initializer of a declared parameter that is not materialized yet (a model's init scheme, set after
+  // its layers declared theirs). Name local to this module.
+  void set_parameter_init(const std::string& name, Init init);
   // Allocates every declared parameter that has no payload yet: on its layout's mesh and placements, else on
   // `mesh` replicated; values from (seed, fqn, global index). Buffers are made by the modules themselves. `dtype`,
   // when given, overrides every declared parameter's dtype (e.g. f64 for gradient checks against finite

@@ -66,6 +66,9 @@ def _backend_of(rel):
     return None
 
 
+# Tool headers that include nothing of ours: dttrain (public API only) may use them.
+TOOLS_STANDALONE = ("tools/progress.h",)
+
 SUBLAYER_RULES = [
     (_in_root, lambda inc: inc.startswith(COLLECTIVES_BACKENDS),
      "the collectives root includes no backend (register it in collectives/backend_registry.h instead)"),
@@ -77,8 +80,11 @@ SUBLAYER_RULES = [
     (lambda rel: rel.startswith("nn/") and not rel.startswith("nn/models/"),
      lambda inc: inc.startswith("nn/models/"),
      "nn/models/ (model families) builds on nn/; the rest of nn/ does not include it"),
-    (lambda rel: rel == "tools/dttrain.cc", lambda inc: True,
-     "dttrain builds on the public C++ API only: #include <dtensor/dt.h>, and add what it lacks to the API"),
+    (lambda rel: rel == "tools/dttrain.cc", lambda inc: inc not in TOOLS_STANDALONE,
+     "dttrain builds on the public C++ API only: #include <dtensor/dt.h> (and the tools' standard-library-only "
+     "helpers: " + ", ".join(TOOLS_STANDALONE) + "), and add what it lacks to the API"),
+    (lambda rel: rel in TOOLS_STANDALONE, lambda inc: True,
+     "the tools' standalone helpers include standard headers only"),
     (lambda rel: rel.startswith("dtensor/"),
      lambda inc: inc.startswith("collectives/") and inc not in DTENSOR_COLLECTIVES,
      "dtensor/ sees the collectives only through " + ", ".join(DTENSOR_COLLECTIVES)),

@@ -23,6 +23,7 @@
 #include "dtensor/checkpoint/file_io.h"
 #include "dtensor/checkpoint/safetensors.h"
 #include "tools/args.h"
+#include "tools/progress.h"
 
 namespace {
 
@@ -346,6 +347,7 @@ int export_to(const std::string& dir, const std::string& out, const std::optiona
     throw UsageError{"OUT must end in .safetensors (or name a .json index with --max-shard-size), got '" + out + "'"};
   }
   const auto start = std::chrono::steady_clock::now();
+  options.progress = dt::tools::ProgressBar("exporting " + dir);
   ckpt::export_checkpoint(dir, out, options);
   const double s = seconds_since(start);
   // Read back what was written: the headers parse and the files have the sizes they announce.

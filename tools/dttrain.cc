@@ -28,6 +28,8 @@
 #include <thread>
 #include <vector>
 
+#include "tools/progress.h"
+
 namespace {
 
 constexpr const char* kUsage =
@@ -98,6 +100,11 @@ void build_model(Run& r) {
     g.rope_theta = m.rope_theta;
     g.norm_eps = m.norm_eps;
     g.tie_embeddings = m.tie_embeddings;
+    g.init = {.std = m.init_std,
+              .cutoff = m.init_cutoff,
+              .depth = m.init_depth == "depth"    ? dt::nn::DepthScaling::kDepth
+                       : m.init_depth == "layers" ? dt::nn::DepthScaling::kLayers
+                                                  : dt::nn::DepthScaling::kNone};
     r.hf.model = g;
     r.hf.max_position_embeddings = std::max<int64_t>(2048, r.c.training.seq);
   }
@@ -327,7 +334,11 @@ int train(const std::vector<std::string>& args) {
   if (pending.valid()) pending.wait();
   if (r.lead && !c.checkpoint.folder.empty()) dt::checkpoint::prune(c.checkpoint.folder, c.checkpoint.keep);
   if (status == 0 && !c.checkpoint.export_hf.empty()) {
-    dt::nn::save_hf(c.checkpoint.export_hf, *r.model, r.hf, {.dtype = dt::DType::f32, .max_shard_bytes = 0});
+    dt::tools::ProgressBar bar("exporting to " + c.checkpoint.export_hf + " (rank 0's blocks)");
+    std::function<void(uint64_t, uint64_t)> progress;
+    if (r.lead) progress = std::ref(bar);
+    dt::nn::save_hf(c.checkpoint.export_hf, *r.model, r.hf,
+                    {.dtype = dt::DType::f32, .max_shard_bytes = 0, .progress = progress});
     if (r.lead) std::printf("exported the model as a Hugging Face folder to %s\n", c.checkpoint.export_hf.c_str());
   }
   r.root.reset();

@@ -21,7 +21,11 @@ struct TrainConfig {
     int64_t vocab = 512, dim = 128, layers = 2, heads = 4, kv_heads = 0, hidden = 0;
     double rope_theta = 10000.0, norm_eps = 1e-5;
     bool tie_embeddings = false;
-    double init_std = 0.02;  // truncated normal (+-2 std); the output projections of each block scaled by depth
+    // From scratch: weights ~ Normal(0, init_std) truncated at +-init_cutoff std, the output projections of block l
+    // scaled by 1 / sqrt(2 (l + 1)) (depth, torchtitan's depth_init) or 1 / sqrt(2 layers) (layers, GPT-2's)
+    // (nn::GptInit).
+    double init_std = 0.02, init_cutoff = 2.0;
+    std::string init_depth = "depth";  // none, depth, layers
   } model;
   struct Parallelism {
     int64_t dp = 1, tp = 1, hsdp = 1;  // hsdp > 1: dp = hsdp replicas x (dp / hsdp) shards

@@ -119,6 +119,9 @@ struct ExportOptions {
   // own): `<stem>-00001-of-0000N.safetensors` beside `path` and the index at `path` (which must end in .json).
   uint64_t max_shard_bytes = 0;
   std::map<std::string, std::string> metadata = {{"format", "pt"}};
+  // Called as this rank's blocks are written: (bytes written so far, this rank's total), first with (0, total),
+  // last with (total, total). A progress bar for people; empty: none.
+  std::function<void(uint64_t done, uint64_t total)> progress = {};
 };
 
 // Writes the tensors, whole, into one safetensors file (or shards) that the safetensors package and PyTorch load as

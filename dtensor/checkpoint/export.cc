@@ -164,6 +164,11 @@ void export_safetensors(const std::string& path, const TensorList& tensors, cons
         what);
   agree(*p.world, capture([&] {
     std::vector<std::optional<File>> open(out.files.size());
+    uint64_t total = 0, done = 0;
+    for (size_t i = 0; i < p.tensors.size(); ++i)
+      for (const PlannedBlock& b : p.plan[i])
+        if (b.writer == rank) total += uint64_t(b.box.numel()) * dtype_size(p.tensors[i].dtype);
+    if (options.progress) options.progress(0, total);
     for (size_t i = 0; i < p.tensors.size(); ++i)
       for (const PlannedBlock& b : p.plan[i]) {
         if (b.writer != rank) continue;
@@ -172,6 +177,8 @@ void export_safetensors(const std::string& path, const TensorList& tensors, cons
         const Tensor host = host_block(p.values[i], false);
         write_block(*open[fi], out.files[fi].tensors[k].second, p.tensors[i].shape, b.box, host.data_ptr(),
                     dtype_size(p.tensors[i].dtype));
+        done += uint64_t(b.box.numel()) * dtype_size(p.tensors[i].dtype);
+        if (options.progress) options.progress(done, total);
       }
     for (auto& f : open)
       if (f) f->sync();
@@ -186,6 +193,9 @@ void export_checkpoint(const std::string& dir, const std::string& path, const Ex
   const std::string tmp = ".tmp-" + index.save_id;
   make_dirs(out.dir);
   Reader reader(index);
+  uint64_t total = 0, done = 0;
+  for (const StoredTensor& t : index.tensors) total += t.nbytes();
+  if (options.progress) options.progress(0, total);
   for (const OutFile& f : out.files) {
     File file = create_out_file(out, f, tmp);
     for (const auto& [i, begin] : f.tensors) {
@@ -193,6 +203,8 @@ void export_checkpoint(const std::string& dir, const std::string& path, const Ex
       std::vector<char> buf(t.nbytes());
       reader.read_block(t, Box{Shape(t.shape.size(), 0), t.shape}, buf.data());
       file.write_at(buf.data(), buf.size(), begin);
+      done += t.nbytes();
+      if (options.progress) options.progress(done, total);
     }
     file.sync();
   }

@@ -1,6 +1,9 @@
 // Gpt (nn/models/gpt.h).
 #include "nn/models/gpt.h"
 
+#include <cmath>
+#include <functional>
+
 #include "core/error.h"
 
 namespace dt::nn {
@@ -12,6 +15,18 @@ AttentionOptions GptConfig::attention() const {
                           .rope_scaling = rope_scaling,
                           .qkv_bias = qkv_bias,
                           .o_bias = o_bias};
+}
+
+// Note [Gpt initialization]
+// Layers declare N(0, 0.02) weights; Gpt then sets every Linear and Embedding weight of its tree from GptInit
+// (set_parameter_init, before materialize), so one scheme covers the embedding, the projections and the output, and
+// the defaults leave the declared initializers as they were (the same draws as before GptInit existed). Depth
+// scaling shrinks the two projections that write into the residual stream, so its variance does not grow with the
+// number of blocks: GPT-2 divides by sqrt(2 layers) everywhere, torchtitan's depth_init by sqrt(2 (l + 1)) for
+// block l. The truncation is in std units (torchtitan's output layer: 3; its other weights are truncated at +-2 in
+// absolute terms, which at std 0.02 is no truncation at all).
+Init GptInit::weight(double s) const {
+  return cutoff > 0 ? Init::trunc_normal(0, s, -cutoff * s, cutoff * s) : Init::normal(0, s);
 }
 
 Gpt::Gpt(const GptConfig& c) : Module("Gpt"), config(c) {
@@ -27,6 +42,26 @@ Gpt::Gpt(const GptConfig& c) : Module("Gpt"), config(c) {
   register_module("layers", list);
   norm = register_module("norm", make_norm(c.norm, c.dim, c.norm_eps));
   if (!c.tie_embeddings) output = register_module("output", std::make_shared<Linear>(c.dim, c.vocab, false));
+  const GptInit& init = c.init;
+  DT_CHECK_ARG(init.std >= 0 && init.cutoff >= 0, "Gpt: invalid init (std ", init.std, ", cutoff ", init.cutoff, ")");
+  // The tree is walked through named_children: named_modules needs shared_from_this, not there in a constructor.
+  std::function<void(Module&)> set = [&](Module& m) {
+    for (auto& [name, child] : m.named_children()) {
+      if (child->type_name() == "Linear" || child->type_name() == "Embedding")
+        child->set_parameter_init("weight", init.weight(init.std));
+      set(*child);
+    }
+  };
+  set(*this);
+  for (size_t l = 0; l < layers.size(); ++l) {
+    double s = init.std;
+    if (init.depth == DepthScaling::kDepth) s /= std::sqrt(2.0 * double(l + 1));
+    if (init.depth == DepthScaling::kLayers) s /= std::sqrt(2.0 * double(c.layers));
+    layers[l]->attention->wo->set_parameter_init("weight", init.weight(s));
+    const auto& ff = layers[l]->feed_forward;
+    if (auto* mlp = dynamic_cast<SwiGluMlp*>(ff.get())) mlp->w2->set_parameter_init("weight", init.weight(s));
+    if (auto* mlp = dynamic_cast<GeluMlp*>(ff.get())) mlp->w2->set_parameter_init("weight", init.weight(s));
+  }
 }
 
 std::vector<Variable> Gpt::forward(const std::vector<Variable>& in) {

@@ -15,6 +15,21 @@
 
 namespace dt::nn {
 
+// How a Gpt's weights start (Note [Gpt initialization]): every Linear and Embedding weight ~ Normal(0, std), or that
+// normal truncated at +-cutoff std; the output projections of each block (attention.wo, feed_forward.w2) with a std
+// scaled by depth. Norm weights ones, biases zeros. The defaults are GPT-2's plain N(0, 0.02).
+enum class DepthScaling {
+  kNone,
+  kDepth,   // block l (0-based): std / sqrt(2 (l + 1)) (torchtitan's depth_init)
+  kLayers,  // every block: std / sqrt(2 layers) (GPT-2's c_proj, torchtitan without depth_init)
+};
+struct GptInit {
+  double std = 0.02;
+  double cutoff = 0;  // > 0: truncated at +-cutoff std (torch.nn.init.trunc_normal_); 0: a plain normal
+  DepthScaling depth = DepthScaling::kNone;
+  Init weight(double s) const;  // the initializer of a weight of std s
+};
+
 struct GptConfig {
   int64_t vocab = 512;
   int64_t dim = 128;
@@ -30,6 +45,7 @@ struct GptConfig {
   RopeScaling rope_scaling;
   bool tie_embeddings = false;
   bool qkv_bias = false, o_bias = false, mlp_bias = false;
+  GptInit init;
   int64_t hidden_size() const { return hidden > 0 ? hidden : 4 * dim; }
   int64_t kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t head_size() const { return head_dim > 0 ? head_dim : dim / heads; }

@@ -218,6 +218,7 @@ HfConfig read_hf_config(const std::string& path) {
   c.norm = NormKind::kRMSNorm;
   c.mlp = MlpKind::kSwiGlu;
   c.norm_eps = r.number("rms_norm_eps", 1e-6);
+  c.init.std = r.number("initializer_range", 0.02);
   c.tie_embeddings = r.boolean("tie_word_embeddings", false);
   const bool attention_bias = r.boolean("attention_bias", false);
   c.qkv_bias = found->qkv_bias || attention_bias;
@@ -287,7 +288,7 @@ std::string hf_config_json(const HfConfig& h) {
   if (h.eos_token_ids.size() == 1) o["eos_token_id"] = h.eos_token_ids[0];
   if (h.eos_token_ids.size() > 1) o["eos_token_id"] = json::value_from(h.eos_token_ids);
   if (h.pad_token_id) o["pad_token_id"] = *h.pad_token_id;
-  o["initializer_range"] = 0.02;
+  o["initializer_range"] = c.init.std;
   o["use_cache"] = true;
   return json::serialize(o) + "\n";
 }
@@ -349,6 +350,7 @@ void save_hf(const std::string& folder, const Module& model, const HfConfig& con
   }
   checkpoint::ExportOptions eo;
   eo.max_shard_bytes = options.max_shard_bytes;
+  eo.progress = options.progress;
   const char* name = options.max_shard_bytes > 0 ? "model.safetensors.index.json" : "model.safetensors";
   checkpoint::export_safetensors(join_path(folder, name), tensors, eo);
 }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,7 @@ checkpoint::LoadResult load_hf_weights(const std::string& folder, Module& model)
 struct HfSaveOptions {
   std::optional<DType> dtype;    // the weights' dtype on disk (default: the config's dtype)
   uint64_t max_shard_bytes = 0;  // 0: one model.safetensors; else shards of at most this size plus the index
+  std::function<void(uint64_t done, uint64_t total)> progress = {};  // this rank's bytes (checkpoint::ExportOptions)
 };
 
 // Writes config.json and the weights of `model` into `folder` (created when missing), named by the table.

@@ -555,7 +555,21 @@ TEST(CheckpointSafetensors, ExportFromShardsImportIntoAnyLayout) {
     TensorList list{{"w", distribute_tensor(w, mesh, {Shard{1}, Shard{0}}, {}, std::nullopt)},
                     {"e", distribute_tensor(e, mesh, {Replicate{}, Shard{1}}, {}, std::nullopt)},
                     {"s", distribute_tensor(s, mesh, {Shard{0}, Shard{0}}, {{0, {1, 0}}}, std::nullopt)}};
-    export_safetensors(dir + "/model.safetensors", list);
+    // The progress of each rank: from (0, its bytes) up to (its bytes, its bytes); every block written once.
+    std::vector<std::pair<uint64_t, uint64_t>> calls;
+    ExportOptions o;
+    o.progress = [&](uint64_t done, uint64_t total) { calls.emplace_back(done, total); };
+    export_safetensors(dir + "/model.safetensors", list, o);
+    ASSERT_GE(calls.size(), 1u);
+    EXPECT_EQ(calls.front().first, 0u);
+    EXPECT_EQ(calls.back().first, calls.back().second);
+    for (size_t i = 1; i < calls.size(); ++i) {
+      EXPECT_GT(calls[i].first, calls[i - 1].first);
+      EXPECT_EQ(calls[i].second, calls.front().second);
+    }
+    Tensor total = Tensor::from_vector({double(calls.back().second)}, {1}, DType::f64);
+    mesh.world()->all_reduce(total, ReduceOp::kSum)->wait();
+    EXPECT_EQ(total.item(), double(w.nbytes() + e.nbytes() + s.nbytes()));
     export_safetensors(dir + "/hf/model.safetensors.index.json", list, {.max_shard_bytes = 100});
   });
   // The single file, read back as plain tensors through the safetensors header.
@@ -584,7 +598,12 @@ TEST(CheckpointSafetensors, ExportOfACheckpointFolderEqualsTheLiveExport) {
     save(dir + "/ck", list);
     export_safetensors(dir + "/live.safetensors", list);
   });
-  export_checkpoint(dir + "/ck", dir + "/offline.safetensors");
+  uint64_t last = 0, total = 0;
+  ExportOptions o;
+  o.progress = [&](uint64_t done, uint64_t all) { last = done, total = all; };
+  export_checkpoint(dir + "/ck", dir + "/offline.safetensors", o);
+  EXPECT_EQ(total, w.nbytes());
+  EXPECT_EQ(last, total);
   EXPECT_EQ(read_whole_file(dir + "/offline.safetensors"), read_whole_file(dir + "/live.safetensors"));
 }
 

@@ -2,6 +2,9 @@
 // activation checkpointing, gradient delivery (deliver_grad, grad sinks), and the errors a user meets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "nn/autograd.h"
 #include "nn/models/gpt.h"
 #include "nn/optim.h"
@@ -85,6 +88,64 @@ TEST(NnModule, InitializationDoesNotDependOnTheMesh) {
     });
     f.report(1);
   }
+}
+
+// The sample std of a parameter and its largest magnitude.
+std::pair<double, double> spread(const Variable& p) {
+  std::vector<double> v = p.full_tensor().to_vector();
+  double sq = 0, top = 0;
+  for (double x : v) {
+    sq += x * x;
+    top = std::max(top, std::abs(x));
+  }
+  return {std::sqrt(sq / double(v.size())), top};
+}
+
+TEST(NnModule, GptInitSchemes) {
+  // The std of Normal(0, s) truncated at +-c s is s sqrt(1 - 2 c phi(c) / (2 Phi(c) - 1)) (closed form).
+  auto truncated_std = [](double s, double c) {
+    if (c == 0) return s;
+    const double phi = std::exp(-c * c / 2) / std::sqrt(2 * M_PI), mass = std::erf(c / std::sqrt(2.0));
+    return s * std::sqrt(1 - 2 * c * phi / mass);
+  };
+  struct Scheme {
+    nn::GptInit init;
+    const char* label;
+  };
+  const int64_t layers = 3;
+  for (const Scheme& k : {Scheme{{0.02, 0, nn::DepthScaling::kNone}, "GPT-2 default"},
+                          Scheme{{0.05, 2, nn::DepthScaling::kDepth}, "truncated at 2, depth"},
+                          Scheme{{0.03, 3, nn::DepthScaling::kLayers}, "truncated at 3, layers"}}) {
+    SCOPED_TRACE(k.label);
+    op_test::on_mesh({1}, [&](const DeviceMesh& mesh) {
+      nn::GptConfig c = tiny();
+      c.dim = 64, c.hidden = 128, c.vocab = 97, c.layers = layers, c.heads = 4;
+      c.init = k.init;
+      auto m = std::make_shared<nn::Gpt>(c);
+      m->materialize(mesh, 3);
+      for (auto& [name, p] : m->named_parameters()) {
+        const auto [std, top] = spread(p);
+        if (name.find("norm") != std::string::npos) {
+          EXPECT_EQ(std, 1.0) << name;  // ones
+          continue;
+        }
+        double s = k.init.std;
+        const bool out = name.find("attention.wo") != std::string::npos || name.find("w2") != std::string::npos;
+        const int64_t l = name.rfind("layers.", 0) == 0 ? std::stoll(name.substr(7)) : 0;
+        if (out && k.init.depth == nn::DepthScaling::kDepth) s /= std::sqrt(2.0 * double(l + 1));
+        if (out && k.init.depth == nn::DepthScaling::kLayers) s /= std::sqrt(2.0 * double(layers));
+        // At least 4096 draws: the sample std is within 6 % (over 5 standard errors).
+        EXPECT_NEAR(std, truncated_std(s, k.init.cutoff), 0.06 * s) << name;
+        if (k.init.cutoff > 0) {
+          EXPECT_LE(top, k.init.cutoff * s * (1 + 1e-6)) << name;
+        }
+      }
+      EXPECT_THROW(m->layers[0]->attention->wq->set_parameter_init("weight", nn::Init::zeros()), InvalidArgument);
+    });
+  }
+  nn::GptConfig bad = tiny();
+  bad.init.std = -1;
+  EXPECT_THROW(nn::Gpt{bad}, InvalidArgument);
 }
 
 TEST(NnModule, StateDictRoundTrip) {

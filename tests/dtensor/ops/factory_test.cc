@@ -63,6 +63,17 @@ TEST(DTensorFactory, RandnIsTheSliceOfTensorRandn) {
       [](const Shape& s) { return Tensor::randn(s, 99, DType::f64, 1.5, 2); });
 }
 
+TEST(DTensorFactory, TruncNormalIsTheSliceOfTheWholeFill) {
+  check_factory(
+      "trunc_normal",
+      [](const Shape& s, const DeviceMesh& m, const ShardingSpec& spec) {
+        return trunc_normal(s, m, spec.placements(), FactoryOptions{DType::f32, 5, spec.shard_order()}, 0.5, 2, -1, 3);
+      },
+      [](const Shape& s) {
+        return Tensor::trunc_normal_block(s, Shape(s.size(), 0), s, 5, DType::f32, 0.5, 2, -1, 3);
+      });
+}
+
 TEST(DTensorFactory, FullZerosOnes) {
   check_factory(
       "full",
