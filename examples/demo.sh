@@ -11,11 +11,16 @@
 #     checkpoint; the losses agree step by step.
 #  4. examples/generate: the trained GPT, exported as a Hugging Face Llama folder (nn::save_hf), loaded back onto
 #     tp 2 and generating with a KV cache sharded by heads: prompts, continuations, time to first token, tokens/s.
+#  5. dttrain, the trainer: that Hugging Face folder fine-tuned on a real corpus (the King James Bible from Debian's
+#     bible-kjv, tokenized by tools/prepare_tokens.py) with FSDP + TP on the 2x2 mesh, from a TOML config: a line per
+#     step, a validation loss that falls, a checkpoint, and the curves drawn (dttrain plot) into BUILD_DIR/demo.
 # Each part first builds only the targets it runs (a no-op once built): on a fresh clone the planner, which needs
 # only core/ and placement/, prints while the rest is still to compile. Build output goes to stderr; everything the
 # demo shows goes to stdout, each line once, whatever stdout is (a terminal, a pipe, a file: ./dev demo > demo.log).
 # DT_DEMO_BUILD=0 builds nothing (tests/examples/demo_output_test.py: meson has built the targets already);
-# DT_DEMO_TRAIN_STEPS (default 12) is the length of the training runs.
+# DT_DEMO_TRAIN_STEPS (default 12) is the length of the training runs, DT_DEMO_FINETUNE_STEPS (30) the fine-tune's.
+# The fine-tune needs the Python packages tokenizers and matplotlib in BUILD_DIR/py-venv: when building, the demo
+# has ./dev fetch the missing ones in the background at its start; without them that part says so and is skipped.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,6 +29,11 @@ build_targets() {
   [ -f "$build/build.ninja" ] || return 0  # an installed or prebuilt tree: nothing to build
   ninja -C "$build" "$@" >&2
 }
+py_pid=""
+if [ "${DT_DEMO_BUILD:-1}" != 0 ] && [ -f "$build/build.ninja" ]; then
+  BUILD_DIR="$build" "$here/../dev" py-want tokenizers matplotlib >"$build/demo-py-packages.log" 2>&1 &
+  py_pid=$!
+fi
 build_targets tools/dtplan
 echo "== dtplan: a 7x5 matrix on a 2x3 (dp, tp) mesh, and what S(0),R -> R,S(1) costs"
 "$build/tools/dtplan" --shape 7,5 --mesh 2,3 --names dp,tp --from 'S(0),R' --to 'R,S(1)'
@@ -74,3 +84,52 @@ echo "== generation: the trained GPT as a Hugging Face folder ($ckpt/hf: $(cd "$
 echo "   cache sharded by heads: dtrun --nproc-per-node 2 $build/examples/generate --model $ckpt/hf --tp 2 --prompt ... --max-new-tokens 16"
 "$build/tools/dtrun" --nproc-per-node 2 --timeout 120 "$build/examples/generate" --model "$ckpt/hf" --tp 2 \
   --prompt 7,99,3,250,41 --prompt 12,400 --max-new-tokens 16 --warmup 2
+echo
+build_targets tools/dttrain
+[ -z "$py_pid" ] || wait "$py_pid" || true
+# 5. Fine-tuning the exported GPT on the King James Bible with dttrain (FSDP + TP on 2x2).
+py="$build/py-venv/bin/python3"
+ft="$ckpt/finetune"
+ft_steps=${DT_DEMO_FINETUNE_STEPS:-30}
+echo "== fine-tuning that GPT ($ckpt/hf) on the King James Bible with dttrain, FSDP + TP on the 2x2 mesh"
+if ! "$py" -c "import tokenizers, matplotlib" 2>/dev/null; then
+  echo "   skipped: $py lacks tokenizers or matplotlib (./dev deps installs them; $build/demo-py-packages.log says why not)"
+  exit 0
+fi
+mkdir -p "$ft" "$build/demo"
+echo "   the corpus: Debian's bible-kjv (public domain) as a token file, by a byte-level BPE of the model's 512 tokens:"
+echo "   tools/prepare_tokens.py --kjv --out $ft/kjv --vocab-size 512"
+"$py" "$here/../tools/prepare_tokens.py" --kjv --out "$ft/kjv" --vocab-size 512 >&2
+cat >"$ft/finetune.toml" <<EOF
+[model]
+hf_folder = "$ckpt/hf"
+[parallelism]
+dp = 2
+tp = 2
+[training]
+steps = $ft_steps
+seq = 64
+global_batch = 16
+[optimizer]
+lr = 3e-3
+[lr_schedule]
+kind = "cosine"
+warmup = 3
+[data]
+path = "$ft/kjv.bin"
+val_every = $(((ft_steps + 2) / 3))
+[checkpoint]
+folder = "$ft/checkpoints"
+[logging]
+log_file = "$ft/finetune.jsonl"
+EOF
+echo "   the config, $ft/finetune.toml (every other field at its default; dttrain --help-config lists them):"
+sed 's/^/     /' "$ft/finetune.toml"
+echo "   dtrun --nproc-per-node 4 $build/tools/dttrain $ft/finetune.toml"
+# dttrain prints the resolved config (every field) first: left out here, it is in the checkpoint too.
+"$build/tools/dtrun" --nproc-per-node 4 --timeout 300 "$build/tools/dttrain" "$ft/finetune.toml" |
+  awk '/^dttrain: resolved config/ { skip = 1; print "dttrain: resolved config (every field; left out here)"; next }
+       /^dttrain: / { skip = 0 }
+       !skip { print; fflush() }'
+/usr/bin/python3 "$here/demo_report.py" finetune "$ft/finetune.jsonl"
+PATH="$build/py-venv/bin:$PATH" "$build/tools/dttrain" plot "$ft/finetune.jsonl" --out "$build/demo/finetune.png"

@@ -5,6 +5,8 @@
   demo_report.py compare ONE.jsonl MOVED.jsonl...
                                           the losses of one process against those of the moved job (its runs'
                                           files in order), step by step, at full precision
+  demo_report.py finetune LOG.jsonl       the validation losses of a dttrain log; exits 1 unless the last is below
+                                          the first
 
 train_gpt --json prints each loss with %.17g, which round-trips the double: the comparison reads the values the
 runs computed, not their 5-decimal display (which would hide differences below 5e-6).
@@ -64,11 +66,23 @@ def compare(one_path, moved_paths):
           f"{figure} at every step (the largest relative difference of the losses)")
 
 
+def finetune(path):
+    val = [r for r in records(open(path)) if "val_loss" in r]
+    if len(val) < 2:
+        sys.exit(f"demo: {path} holds {len(val)} validation losses; the fine-tune needs two to compare")
+    trail = " -> ".join(f"{r['val_loss']:.4f} (step {r['step']})" for r in val)
+    if not val[-1]["val_loss"] < val[0]["val_loss"]:
+        sys.exit(f"demo: the validation loss did not fall: {trail}")
+    print(f"demo: the fine-tune's validation loss falls: {trail}")
+
+
 def main():
     if sys.argv[1:2] == ["steps"] and len(sys.argv) == 2:
         steps()
     elif sys.argv[1:2] == ["compare"] and len(sys.argv) >= 4:
         compare(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1:2] == ["finetune"] and len(sys.argv) == 3:
+        finetune(sys.argv[2])
     else:
         sys.exit(__doc__)
 

@@ -244,8 +244,11 @@ int train(const std::vector<std::string>& args) {
   const double peak = c.logging.peak_flops > 0 ? c.logging.peak_flops : measured_peak_flops();
   const double params = double(r.model->num_parameters());
   const auto& g = r.model->config;
+  // PaLM's model FLOPs (torchtitan's): 6 per parameter and token, but for the embedding table, which is looked up, not
+  // multiplied (tied, it is the output projection too, and counts); plus attention's scores and sums.
+  const double embedding = g.tie_embeddings ? 0.0 : double(g.vocab * g.dim);
   const double flops_per_token =
-      6.0 * params + 12.0 * double(g.layers) * double(g.heads * g.head_size()) * double(c.training.seq);
+      6.0 * (params - embedding) + 12.0 * double(g.layers) * double(g.heads * g.head_size()) * double(c.training.seq);
   if (r.lead)
     std::printf(
         "dttrain: %.2f M parameters, %lld tokens in %s (%lld training windows), mesh dp %lld x tp %lld%s, "

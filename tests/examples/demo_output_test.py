@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """./dev demo's output survives redirection: runs examples/demo.sh with stdout and stderr into one file (as
 `./dev demo > demo.log 2>&1` does) and checks the file: no NUL bytes, every section header of the script once and in
-the script's order, every training step's line once in its section, and the closing comparison.
+the script's order, every training step's line once in its section, the closing comparison, and the fine-tune
+(dttrain's step lines, its validation losses falling, the plot written), unless the demo said it skipped it for want
+of the venv's tokenizers and matplotlib.
 
 The headers are read from demo.sh itself (its `echo "== ..."` lines, up to the first expansion), so a section added
 there is checked too. The demo runs as it is (its 12 training steps take a few seconds), only without building
@@ -69,7 +71,21 @@ def main(demo_sh, build):
             elif step_lines(section) != want:
                 problems.append(f"section {head!r}: step lines {step_lines(section)}, expected {want}")
         table = next(s for e, s in sections.items() if e.startswith("== the losses"))
-        gen = sections[expected[-1]]
+        gen = next(s for e, s in sections.items() if e.startswith("== generation"))
+        tune = next(s for e, s in sections.items() if e.startswith("== fine-tuning"))
+        tune_steps = int(os.environ.get("DT_DEMO_FINETUNE_STEPS", "30"))
+        if "   skipped: " in tune:
+            print("note: the demo skipped its fine-tune (no tokenizers or matplotlib in the venv): not checked")
+        else:
+            if step_lines(tune) != list(range(1, tune_steps + 1)):
+                problems.append(f"the fine-tune's step lines {step_lines(tune)}, expected 1..{tune_steps}")
+            if not re.search(r"^demo: the fine-tune's validation loss falls: ", tune, re.M):
+                problems.append("no line 'demo: the fine-tune's validation loss falls'")
+            plot = re.search(r"^dttrain plot: wrote (\S+)", tune, re.M)
+            if not plot or not os.path.getsize(plot.group(1)) > 1000:
+                problems.append("the fine-tune's plot was not written")
+            if not re.search(r"^checkpoint: step \d+ -> ", tune, re.M):
+                problems.append("the fine-tune wrote no checkpoint")
         if len(re.findall(r"^  continuation: \[\d+(,\d+)*\]$", gen, re.M)) != 2 or "time to first token" not in gen:
             problems.append("the generation section shows no two continuations and time to first token")
         rows = [int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.e+-]+$", table, re.M)]
