@@ -17,14 +17,15 @@
 # Then the other benchmarks of the build (bench/ops: local op kernels against raw BLAS; bench/train: the GPT training
 # step against PyTorch; bench/attention: the fused attention against the composed one and PyTorch; bench/generate:
 # decoding against transformers' generate; bench/fsdp: FSDP against PyTorch FSDP2; bench/checkpoint: sharded checkpoints against raw
-# file I/O and torch.distributed.checkpoint; the PyTorch sides from a virtual environment made in the build folder the
-# first time), each printing its own table.
+# file I/O and torch.distributed.checkpoint; bench/trainer: the trainer dttrain against PyTorch FSDP2; the PyTorch sides
+# from a virtual environment made in the build folder the first time), each printing its own table.
 #
 # Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
 # DT_BENCH_REDIST_SAMPLES (25: alternating redistribution / bare samples per row of bench/redistribute),
-# DT_BENCH_NO_MPI=1 to skip the reference, DT_BENCH_ONLY=collectives|ops|redistribute|attention|generate|train|fsdp|checkpoint;
-# bench/train/run.py, bench/fsdp/run.py and bench/checkpoint/run.py list their own (DT_BENCH_TRAIN_*, DT_BENCH_FSDP_*,
-# DT_BENCH_CKPT_*; DT_BENCH_VENV: the PyTorch venv).
+# DT_BENCH_NO_MPI=1 to skip the reference,
+# DT_BENCH_ONLY=collectives|ops|redistribute|attention|generate|train|fsdp|checkpoint|trainer|trace;
+# bench/train/run.py, bench/fsdp/run.py, bench/checkpoint/run.py and bench/trainer/run.py list their own
+# (DT_BENCH_TRAIN_*, DT_BENCH_FSDP_*, DT_BENCH_CKPT_*, DT_BENCH_TRAINER_*; DT_BENCH_VENV: the PyTorch venv).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
@@ -65,7 +66,10 @@ fi
 #   train       dtensor's GPT training step (examples/train_gpt) against its PyTorch twin, one process and tp=2
 #   fsdp        dtensor's FSDP (bench/fsdp_mlp, examples/train_gpt --fsdp) against PyTorch FSDP2 on gloo
 #   checkpoint  sharded checkpoints (bench/ckpt_bench) against raw file I/O and torch.distributed.checkpoint
-for driver in attention generate train fsdp checkpoint; do
+#   trainer     the trainer tools/dttrain (FSDP, 2 processes) against PyTorch FSDP2 on gloo: the same Llama, token
+#               file (the King James Bible) and recipe
+#   trace       what DT_TRACE costs: train_gpt untraced and traced, one process and FSDP on 2
+for driver in attention generate train fsdp checkpoint trainer trace; do
   [ -z "$only" ] || [ "$only" = "$driver" ] || continue
   echo "== bench/$driver" >&2
   [ "$only" = "$driver" ] && exec /usr/bin/python3 "$root/bench/$driver/run.py" "$build"
