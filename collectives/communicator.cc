@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/fault_inject.h"
 #include "core/logging.h"
+#include "core/trace.h"
 
 namespace dt {
 
@@ -69,6 +70,11 @@ int64_t CollectiveArgs::send_bytes(int group_size) const {
       return 0;
   }
   return 0;
+}
+
+int64_t CollectiveArgs::input_bytes(int group_size) const {
+  const bool whole = kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllToAll;
+  return (whole ? int64_t(group_size) : 1) * count * int64_t(elem_size());
 }
 
 int64_t CollectiveArgs::recv_bytes(int group_size) const {
@@ -163,6 +169,12 @@ CommunicatorPtr default_world() {
   DT_CHECK_ARG(g_world != nullptr,
                "no world communicator: call dt::init_process_group() (or dt::set_default_world) first, or pass a "
                "communicator explicitly");
+  return g_world;
+}
+
+CommunicatorPtr default_world_or_null() {
+  if (t_world) return t_world;
+  std::lock_guard<std::mutex> lock(g_world_mu);
   return g_world;
 }
 
@@ -324,7 +336,7 @@ void validate_collective(const Communicator& comm, const CollectiveArgs& a) {
 
 // ---- the funnel ----
 
-Communicator::Communicator() : recorder_(std::make_shared<FlightRecorder>()) {}
+Communicator::Communicator() : recorder_(std::make_shared<FlightRecorder>()) { register_flight_recorder(recorder_); }
 
 Communicator::~Communicator() = default;
 
@@ -348,7 +360,8 @@ WorkPtr Communicator::submit(const CollectiveArgs& args) {
     return enqueue(args);
   }
   DT_LOG_DEBUG(args.describe(), " on ", backend_name(), " group of ", size());
-  const uint64_t record = recorder_->record(p2p ? 0 : sequence_, args);
+  if (!recorder_->traced()) name_for_trace();  // once: the group's name in traces and flight-recorder dumps
+  const uint64_t record = recorder_->record(p2p ? 0 : sequence_, args, args.input_bytes(size()));
   const fault::Action fault = fault::at(collective_kind_name(args.kind));  // Note [Fault injection]
   WorkPtr work;
   try {
@@ -363,8 +376,27 @@ WorkPtr Communicator::submit(const CollectiveArgs& args) {
     throw;
   }
   work->set_record(recorder_, record);
+  if (fault == fault::Action::kSkip) recorder_->mark_skipped(record);
   fault::perform(fault);
   return work;
+}
+
+// The group's name in traces, the same on every member: its backend and global ranks, and when this member already
+// traced a group of the same ranks, the count of those before it ("ucx:0,1,2,3#1"). SPMD programs make their first
+// call on such groups in the same order on every member, so the counts agree.
+void Communicator::name_for_trace() {
+  static std::mutex mu;
+  static auto* seen = new std::map<std::string, int>;  // (ranks, this member's global rank) -> groups traced
+  const std::vector<int> ranks = global_ranks();
+  std::string uid = backend_name() + ":";
+  for (size_t i = 0; i < ranks.size(); ++i) uid += (i ? "," : "") + std::to_string(ranks[i]);
+  int k = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    k = (*seen)[uid + "@" + std::to_string(ranks.at(size_t(rank())))]++;
+  }
+  if (k > 0) uid += "#" + std::to_string(k);
+  recorder_->set_group(uid, ranks, rank());
 }
 
 void Communicator::skip_call(const CollectiveArgs& args) {

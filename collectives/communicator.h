@@ -122,6 +122,9 @@ struct CollectiveArgs {
   // up to the end of its last non-empty block; 0 for a side the call has no buffer on, and for strided views).
   int64_t send_bytes(int group_size) const;
   int64_t recv_bytes(int group_size) const;
+  // The call's size by the benchmarks' convention, which CommCounter and the trace report: count elements (a
+  // reduce-scatter's and an all-to-all's whole input: count per rank), views and segments included.
+  int64_t input_bytes(int group_size) const;
   std::string describe() const;  // "all_reduce(count=1024, f32, sum)"
 };
 
@@ -216,6 +219,7 @@ class Communicator {
   void forward_to(const Communicator& inner);
 
  private:
+  void name_for_trace();
   uint64_t sequence_ = 0;  // group-wide calls submitted on this communicator
   bool forwards_ = false;
   std::shared_ptr<FlightRecorder> recorder_;
@@ -228,6 +232,7 @@ using CommunicatorPtr = std::shared_ptr<Communicator>;
 // else process-wide.
 void set_default_world(CommunicatorPtr world, bool this_thread_only = false);
 CommunicatorPtr default_world();  // throws InvalidArgument when none was set
+CommunicatorPtr default_world_or_null();
 
 // Observers see every call that goes through a funnel in this process (communication counters, tracing).
 struct CollectiveEvent {

@@ -5,9 +5,11 @@
 #include "collectives/backend_registry.h"
 #include "collectives/bootstrap.h"
 #include "collectives/debug_communicator.h"
+#include "collectives/trace_clock.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/trace.h"
 
 namespace dt {
 
@@ -33,6 +35,7 @@ CommunicatorPtr init_with(const Backend& backend, const BootstrapEnv& env) {
   DT_ASSERT(world != nullptr, "backend ", backend.name, " returned no communicator");
   set_default_world(world);
   DT_LOG_INFO(backend.name, " world of ", env.world_size, " ranks");
+  start_trace_from_env(*world);  // DT_TRACE: this rank's timeline, aligned to rank 0's clock
   return world;
 }
 
@@ -89,6 +92,7 @@ CommunicatorPtr init_process_group(const BootstrapEnv& env, const std::string& n
 }
 
 void destroy_process_group() {
+  trace::stop();  // DT_TRACE's rank file (no-op when not tracing)
   set_default_world(nullptr);
   std::shared_ptr<Store> store;
   {

@@ -1,10 +1,14 @@
 #include "collectives/work.h"
 
 #include <algorithm>
+#include <exception>
 
+#include "collectives/communicator.h"
 #include "collectives/flight_recorder.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/logging.h"
+#include "core/trace.h"
 
 namespace dt {
 
@@ -29,6 +33,22 @@ void Work::set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id) {
 
 std::string Work::recent_calls() const {
   return recorded_.load() ? "; " + recorder_->describe_recent() : std::string();
+}
+
+Work::WaitSpan::WaitSpan(const Work& work) noexcept : work_(&work), unwinding_(std::uncaught_exceptions()) {
+  if (trace::enabled()) begin_ = trace::now_ns();
+}
+
+Work::WaitSpan::~WaitSpan() {
+  if (std::uncaught_exceptions() > unwinding_) {
+    try {
+      dump_flight_recorders("a wait on " + work_->describe() + " failed or timed out");
+    } catch (...) {  // the wait's own error is what the caller must see
+    }
+  }
+  if (begin_ == 0 || !trace::enabled()) return;
+  const std::string args = work_->recorded_.load() ? work_->recorder_->wait_args(work_->record_id_) : std::string();
+  trace::record(trace::Category::kWait, "wait", begin_, trace::now_ns(), trace::thread_track(), args);
 }
 
 void Work::note_finished(bool ok) {
@@ -65,6 +85,7 @@ std::exception_ptr AsyncWork::error() {
 }
 
 void AsyncWork::wait(Duration timeout) {
+  WaitSpan span(*this);
   if (timeout.count() < 0) timeout = default_timeout_;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock<std::mutex> lock(mu_);

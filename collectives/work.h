@@ -51,6 +51,21 @@ class Work {
  protected:
   // Subclasses call it when the operation finished (`ok`: without an error); only the first call counts.
   void note_finished(bool ok);
+  // While tracing, the time a caller spends in wait() is a "wait" span on its thread's track, naming the call: the
+  // communication it exposed (Note [The trace recorder]). When wait() throws (a failure, a timeout), the rank's flight
+  // recorders are dumped (Note [Flight-recorder dumps]). Backends open one at the top of wait().
+  class WaitSpan {
+   public:
+    explicit WaitSpan(const Work& work) noexcept;
+    ~WaitSpan();
+    WaitSpan(const WaitSpan&) = delete;
+    WaitSpan& operator=(const WaitSpan&) = delete;
+
+   private:
+    const Work* work_;
+    int64_t begin_ = 0;
+    int unwinding_;  // exceptions in flight when wait() began
+  };
   // "; last calls on this rank: ..." from the flight recorder, for timeout errors ("" before set_record).
   std::string recent_calls() const;
 

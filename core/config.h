@@ -53,6 +53,16 @@ enum class Type { kBool, kInt, kSeconds, kChoice, kString };
     "UCX algorithms forced by name per collective, e.g. all_reduce:direct,all_gather:ring (default: by size)")         \
   X(kFsdpMapShards, "DT_FSDP_MAP_SHARDS", kBool, "1", 0, 0, "",                                                        \
     "FSDP on one host maps the peers' shards, not gathered copies (Note [Gathering by mapping]); 0: copies")           \
+  X(kTrace, "DT_TRACE", kString, "", 0, 0, "",                                                                         \
+    "a folder: every rank records a timeline (core/trace.h) and writes DIR/rank-NNNNN.trace.json (dttrace reads "      \
+    "them)")                                                                                                           \
+  X(kTraceEvents, "DT_TRACE_EVENTS", kInt, "262144", 1024, int64_t(1) << 28, "",                                       \
+    "events each rank keeps while tracing (a ring: the last ones are kept, the count of those dropped is written)")    \
+  X(kTraceClockSkewNs, "DT_TRACE_CLOCK_SKEW_NS", kInt, "0", -(int64_t(1) << 50), int64_t(1) << 50, "",                 \
+    "testing: nanoseconds added to this process's trace clock, which the alignment must then recover")                 \
+  X(kFrDir, "DT_FR_DIR", kString, "", 0, 0, "",                                                                        \
+    "a folder: a rank whose collective fails or times out writes its flight recorder there, fr-rank-NNNNN.json "       \
+    "(default: DT_TRACE's folder; dttrace fr names the rank behind)")                                                  \
   X(kFaultInject, "DT_FAULT_INJECT", kString, "", 0, 0, "",                                                            \
     "testing: fail on purpose, RANK:POINT:N:ACTION, e.g. 2:all_gather:40:kill (Note [Fault injection])")               \
   X(kRank, "DT_RANK", kInt, "", 0, int64_t(1) << 30, "",                                                               \

@@ -13,11 +13,9 @@ CommCounter::CommCounter(std::optional<DeviceMesh> mesh) : mesh_(std::move(mesh)
     if (mesh_ && mesh_->is_member())
       for (int64_t m = 0; m < mesh_->ndim(); ++m)
         if (mesh_->comm(m).get() == ev.comm) dim = m;
-    int64_t n = ev.comm->size();
-    int64_t elems = a.count;
-    if (a.kind == CollectiveKind::kReduceScatter || a.kind == CollectiveKind::kAllToAll) elems = a.count * n;
+    const int n = ev.comm->size();
     std::lock_guard<std::mutex> lock(mu_);
-    records_.push_back({a.kind, dim, elems * int64_t(a.elem_size()), int(n)});
+    records_.push_back({a.kind, dim, a.input_bytes(n), n});
   });
 }
 

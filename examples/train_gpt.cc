@@ -20,6 +20,7 @@
 #include "core/memory_stats.h"
 #include "core/process_memory.h"
 #include "core/splitmix.h"
+#include "core/trace.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "examples/program_world.h"
@@ -309,6 +310,7 @@ int main(int argc, char** argv) {
     double first_loss = 0, last_loss = 0, total_s = 0;
     const int64_t last_step = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
     for (int64_t step = first_step; step <= last_step; ++step) {
+      dt::trace::StepSpan step_span(step);  // DT_TRACE: the step in the timeline
       const auto t0 = std::chrono::steady_clock::now();
       dt::Tensor tokens = dt::Tensor::empty({rows, a.seq + 1}, dt::DType::i64);
       for (int64_t r = 0; r < rows; ++r)

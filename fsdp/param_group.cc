@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "core/stream.h"
+#include "core/trace.h"
 #include "fsdp/data_path.h"
 #include "fsdp/flat_path.h"
 #include "fsdp/layout.h"
@@ -138,6 +139,21 @@ int64_t ParamGroup::unsharded_bytes() const {
   return n;
 }
 
+namespace {
+
+// One phase of a group as a span of category fsdp, named by the group (Note [The trace recorder]).
+class PhaseSpan {
+ public:
+  PhaseSpan(const char* phase, const std::string& group) : span_(trace::Category::kFsdp, phase) {
+    if (span_.active()) span_.set_args(trace::Args().str("group", group).take());
+  }
+
+ private:
+  trace::Span span_;
+};
+
+}  // namespace
+
 // ---- unshard ----
 
 void ParamGroup::unshard(bool async) {
@@ -147,6 +163,7 @@ void ParamGroup::unshard(bool async) {
     if (!async) wait_for_unshard();
     return;
   }
+  PhaseSpan span("unshard", name_);
   // The shards (or the kept share) as the caller's stream left them (Note [FSDP streams]).
   Event::record(m.g.device, Stream{}).block(m.g.streams.all_gather);
   if (state_ == State::kPostForward) {
@@ -163,6 +180,7 @@ void ParamGroup::unshard(bool async) {
 void ParamGroup::wait_for_unshard() {
   Impl& m = *impl_;
   if (state_ == State::kUnsharded) return;
+  PhaseSpan span("wait_unshard", name_);
   if (state_ != State::kUnsharding) unshard(/*async=*/true);
   m.gather.finish(Stream{}, m.g.device);  // the copy-out runs on the caller's stream, after the gather
   m.gathering->finish_gather();
@@ -174,6 +192,7 @@ void ParamGroup::wait_for_unshard() {
 void ParamGroup::reshard(bool post_forward) {
   Impl& m = *impl_;
   if (state_ == State::kSharded || state_ == State::kPostForward) return;
+  PhaseSpan span("reshard", name_);
   if (state_ == State::kUnsharding) wait_for_unshard();  // the buffers are the collective's until it finishes
   if (post_forward && m.share_path) {
     m.share_path->keep_share();
@@ -201,6 +220,7 @@ void ParamGroup::reduce_grads() {
   for (const Param& p : m.g.params) any = any || p.has_grad();
   if (!any) return;
   wait_for_reduce();  // one reduction of a group in flight at a time
+  PhaseSpan span("reduce_grads", name_);
   const GroupLayout& L = m.g.layout;
   for (Param& p : m.g.params) p.start_reduce();
   m.reduce_out.assign(L.reduce_classes.size(), Tensor());
@@ -220,6 +240,7 @@ void ParamGroup::reduce_grads() {
 void ParamGroup::wait_for_reduce() {
   Impl& m = *impl_;
   if (m.reduces.empty()) return;
+  PhaseSpan span("wait_reduce", name_);
   const GroupLayout& L = m.g.layout;
   const Device dev = m.g.device;
   const Stream rs = m.g.streams.reduce_scatter;

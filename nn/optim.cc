@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/memory_stats.h"
+#include "core/trace.h"
 #include "dtensor/ops.h"
 #include "kernels/ops/optim.h"
 #include "kernels/ops/reduction.h"
@@ -140,6 +141,7 @@ std::vector<std::string> SGD::state_names() const {
 }
 
 void SGD::step() {
+  trace::Span span(trace::Category::kOptimizer, "SGD.step");
   NoGradGuard no_grad;
   ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -170,6 +172,7 @@ AdamW::AdamW(const std::vector<ParamGroup>& groups, AdamWOptions o) : Optimizer(
 }
 
 void AdamW::step() {
+  trace::Span span(trace::Category::kOptimizer, "AdamW.step");
   NoGradGuard no_grad;
   ++steps_;
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -85,6 +85,8 @@ SUBLAYER_RULES = [
      "helpers: " + ", ".join(TOOLS_STANDALONE) + "), and add what it lacks to the API"),
     (lambda rel: rel in TOOLS_STANDALONE, lambda inc: True,
      "the tools' standalone helpers include standard headers only"),
+    (lambda rel: rel == "core/trace.h", lambda inc: True,
+     "core/trace.h, which every layer includes, includes standard headers only (the recorder's floor)"),
     (lambda rel: rel.startswith("dtensor/"),
      lambda inc: inc.startswith("collectives/") and inc not in DTENSOR_COLLECTIVES,
      "dtensor/ sees the collectives only through " + ", ".join(DTENSOR_COLLECTIVES)),

@@ -263,6 +263,7 @@ int train(const std::vector<std::string>& args) {
   int status = 0;
   int64_t step = first;
   for (; step <= t.steps; ++step) {
+    dt::trace::StepSpan step_span(step);  // DT_TRACE: the step in the timeline (dttrace summary divides by it)
     const auto t0 = Clock::now();
     r.opt->set_lr(schedule.lr_at(step - 1));
     double local_loss = 0;

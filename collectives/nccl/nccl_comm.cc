@@ -200,6 +200,7 @@ class NcclWork final : public Work {
   // the caller queues on that stream afterwards is ordered after the collective on the device as well, whatever the
   // host does).
   void wait(Duration timeout) override {
+    WaitSpan span(*this);
     if (timeout.count() < 0) timeout = st_->timeout;
     const auto deadline = Clock::now() + timeout;
     if (!issued_.load()) st_->flush_p2p();

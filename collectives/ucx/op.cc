@@ -83,6 +83,7 @@ bool UcxWork::is_completed() {
 }
 
 void UcxWork::wait(Duration timeout) {
+  WaitSpan span(*this);
   if (timeout.count() < 0) timeout = default_timeout_;
   // The clock is read every few rounds only: on virtual machines a read costs as much as a round of progress.
   Clock::time_point deadline{};

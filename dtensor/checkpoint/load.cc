@@ -1,8 +1,10 @@
 // load and import_safetensors (one path: an Index, from a checkpoint or from safetensors files), and verify.
+#include <optional>
 #include <set>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/trace.h"
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/file_io.h"
 #include "dtensor/checkpoint/reader.h"
@@ -100,7 +102,11 @@ LoadResult load_index(const Index& index, const TensorList& tensors, const LoadO
 }  // namespace
 
 LoadResult load(const std::string& dir, const TensorList& tensors, const LoadOptions& options) {
-  return load_index(read_index(dir), tensors, options, "checkpoint '" + dir + "'");
+  std::optional<trace::Span> reading(std::in_place, trace::Category::kCheckpoint, "load.index");
+  const Index index = read_index(dir);
+  reading.reset();
+  trace::Span span(trace::Category::kCheckpoint, "load.read");
+  return load_index(index, tensors, options, "checkpoint '" + dir + "'");
 }
 
 LoadResult import_safetensors(const std::string& path, const TensorList& tensors, const LoadOptions& options) {

@@ -3,6 +3,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "collectives/exchange.h"
@@ -11,6 +12,7 @@
 #include "core/error.h"
 #include "core/fault_inject.h"
 #include "core/logging.h"
+#include "core/trace.h"
 #include "dtensor/checkpoint/checkpoint.h"
 #include "dtensor/checkpoint/file_io.h"
 #include "dtensor/checkpoint/plan.h"
@@ -41,6 +43,7 @@ struct Job {
 
 // This rank's safetensors file (temporary name, fsync, rename), then its checksums the same way.
 void write_part(const Job& job) {
+  trace::Span span(trace::Category::kCheckpoint, "save.write");
   make_dirs(job.dir);
   json::array crcs;
   if (!job.file.entries.empty()) {
@@ -76,6 +79,7 @@ void write_part(const Job& job) {
 
 // Rank 0: waits for every rank's checksums (or its error), writes the index, removes what it does not name.
 void commit(const Job& job) {
+  trace::Span span(trace::Category::kCheckpoint, "save.commit");
   Index index;
   index.save_id = job.save_id;
   index.world_size = job.world;
@@ -224,6 +228,7 @@ SaveHandle start_save(const std::string& dir, const TensorList& tensors, const M
       if (auto s = w.lock(); s && s->world == world) s->join();
     std::erase_if(g_inflight, [](const auto& w) { return w.expired(); });
   }
+  std::optional<trace::Span> preparing(std::in_place, trace::Category::kCheckpoint, "save.prepare");
   Prepared p = prepare(what, tensors, int64_t(options.page_bytes));
   const CommunicatorPtr world = p.world;
   auto state = std::make_shared<SaveHandle::State>();
@@ -247,6 +252,7 @@ SaveHandle start_save(const std::string& dir, const TensorList& tensors, const M
     job.blocks.push_back(host_block(p.values[e.tensor], async));
     DT_ASSERT(job.blocks.back().shape() == e.box.shape, "planned block of ", job.tensors[e.tensor].name);
   }
+  preparing.reset();
   if (!async) {
     // Every rank learns whether all parts are written before rank 0 commits (no waiting on files); wait() then tells
     // everyone whether the commit succeeded.

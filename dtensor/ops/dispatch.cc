@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/fault_inject.h"
 #include "core/logging.h"
+#include "core/trace.h"
 #include "placement/planner.h"
 
 namespace dt::ops {
@@ -260,7 +261,16 @@ std::vector<DTensor> dispatch(const std::string& op, const std::vector<DTensor>&
   std::vector<Tensor> locals;
   for (const DTensor& t : ready) locals.push_back(t.defined() ? t.to_local() : Tensor());
   OpCall call{schema, mesh, chosen, prop.outputs};
-  fault::point("compute");  // Note [Fault injection]
+  fault::point("compute");                                    // Note [Fault injection]
+  trace::Span span(trace::Category::kOp, rule.name.c_str());  // the registry's names live as long as the process
+  if (span.active()) {
+    std::string shapes;
+    for (const Tensor& t : locals) {
+      if (!shapes.empty()) shapes += ", ";
+      shapes += t.defined() ? shape_str(t.shape()) : "-";
+    }
+    span.set_args(trace::Args().str("shapes", shapes).str("device", mesh.device().to_string()).take());
+  }
   std::vector<Tensor> results = rule.compute(call, locals);
   DT_ASSERT(results.size() == prop.outputs.size(), "dt::", op, " computed ", results.size(), " outputs, expected ",
             prop.outputs.size());

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "core/trace.h"
 
 namespace dt::redistribute {
 
@@ -11,6 +12,7 @@ PlanRun::PlanRun(const DeviceMesh& mesh, const Shape& global, const Plan& plan, 
     current_ = input.contiguous();
     input_ = &current_;
   }
+  if (trace::enabled()) traced_from_ = trace::now_ns();
   if (!plan_->steps.empty()) issue(0);
 }
 
@@ -49,6 +51,13 @@ Tensor PlanRun::finish() {
     current_ = step.finish ? step.finish() : std::move(step.result);
     input_ = &current_;
     if (next_ < plan_->steps.size()) issue(next_);
+  }
+  if (traced_from_ != 0) {
+    // From issue to finish, on a track of its own: a run may be in flight across the caller's other spans.
+    static const int32_t track = trace::new_track("redistribute");
+    trace::record(trace::Category::kRedistribute, "redistribute", traced_from_, trace::now_ns(), track,
+                  trace::Args().str("shape", shape_str(global_)).str("plan", plan_->to_string()).take());
+    traced_from_ = 0;
   }
   if (input_ != &current_) return *input_;  // no step ran: the input itself
   return std::move(current_);

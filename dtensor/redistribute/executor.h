@@ -27,9 +27,10 @@ class PlanRun {
   void issue(size_t step_index);
   const DeviceMesh& mesh_;
   const Shape& global_;
-  const Plan* plan_;     // owned by the process-wide plan cache
-  Tensor current_;       // the last step's output (or the contiguous copy of a strided input)
-  const Tensor* input_;  // what the next step reads: the caller's input, then current_
+  const Plan* plan_;         // owned by the process-wide plan cache
+  int64_t traced_from_ = 0;  // while tracing: when the run was issued (its span ends when it finishes)
+  Tensor current_;           // the last step's output (or the contiguous copy of a strided input)
+  const Tensor* input_;      // what the next step reads: the caller's input, then current_
   size_t next_ = 0;
   PendingStep pending_;
   bool has_pending_ = false;

@@ -1,0 +1,162 @@
+// The span recorder: what every rank did, when, as a timeline (the profiler's trace for distributed runs).
+//
+//   DT_TRACE=/tmp/trace dtrun --nproc-per-node 4 dttrain cfg.toml   # every rank writes
+//   /tmp/trace/rank-NNNNN.trace.json dttrace summary /tmp/trace                                      # compute, exposed
+//   communication, idle, stragglers
+//
+// or from code (dtensor/dt.h):
+//
+//   dt::trace::start({.dir = "trace", .rank = r, .world_size = w});
+//   for (step...) { dt::trace::StepSpan s(step); ... }
+//   { dt::trace::Span s(dt::trace::Category::kUser, "data loading"); ... }
+//   dt::trace::stop();   // writes the file
+//
+// Note [The trace recorder]
+// - One clock: steady_clock in nanoseconds (trace::ns / now_ns). The flight recorder, FSDP's communication observer
+//   and the benchmarks' timers read the same clock, so a collective's span is the flight recorder's own entry, from
+//   issue to completion, not a second timer.
+// - Off, a span costs one relaxed atomic load and a predictable branch (enabled()); nothing else is built, no thread
+//   runs and no file is written. On, a span is one clock read at each end and one short locked copy into a ring of
+//   DT_TRACE_EVENTS events allocated at start: the memory is bounded whatever the length of the run, and the ring
+//   keeps the last events (the file says how many were dropped).
+// - Events are Chrome trace "complete" events (ph X) on tracks: a track per thread that records (the thread that
+//   started the trace is "main") and one per communicator for its collectives (issue to completion overlap the
+//   compute, so they cannot nest in the thread's spans). Spans on one thread nest, being scopes.
+// - Timestamps are written on rank 0's clock: the process group estimates this rank's offset by ping-pong with rank 0
+//   (the exchange with the least round trip wins; half of it is the uncertainty) and stop() adds it, writing both in
+//   the file's "dtensor" block. Processes on one host share the clock, so there the offset is about 0.
+// - stop() (called by destroy_process_group, or at exit) is the only I/O: it writes DIR/rank-NNNNN.trace.json, which
+//   Perfetto and chrome://tracing open as it is; `dttrace merge` joins the ranks.
+// - CUDA: spans are host spans; a CUDA op's span covers its launch, not its execution (the tool says so).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dt::trace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Category : uint8_t { kStep, kOp, kCollective, kWait, kFsdp, kRedistribute, kCheckpoint, kOptimizer, kUser };
+const char* category_name(Category c);  // "step", "op", "collective", "wait", "fsdp", ...
+
+namespace detail {
+extern std::atomic<bool> g_on;
+}
+// Whether spans are recorded now: the one branch every instrumented site takes.
+inline bool enabled() noexcept { return detail::g_on.load(std::memory_order_relaxed); }
+
+// The trace clock: steady_clock in nanoseconds (plus DT_TRACE_CLOCK_SKEW_NS, which tests set to check the alignment).
+int64_t ns(Clock::time_point t);
+int64_t now_ns();
+
+// The body of a JSON object for an event's args, built cheaply: Args().num("step", 3).str("group", "layers.0").
+class Args {
+ public:
+  Args& num(const char* key, int64_t value);
+  Args& real(const char* key, double value);
+  Args& str(const char* key, std::string_view value);
+  Args& boolean(const char* key, bool value);
+  Args& ints(const char* key, const std::vector<int>& values);
+  Args& raw(const char* key, std::string_view json);  // a value already in JSON (an array made once)
+  std::string take() { return std::move(body_); }
+  const std::string& body() const { return body_; }
+
+ private:
+  void key(const char* k);
+  std::string body_;
+};
+
+// Tracks. A thread gets one the first time it records (ids 1, 2, ...); set_thread_name names the calling thread's.
+// new_track makes a timeline that is not a thread (a communicator's calls): ids from 1000.
+int32_t thread_track();
+void set_thread_name(const std::string& name);
+int32_t new_track(const std::string& name);
+
+// A name that lives as long as the process (events keep the pointer): for names made at run time (an FSDP group's
+// module name), interned once per object, not per event.
+const char* intern(std::string_view s);
+
+// One complete event, on any track. No-op unless enabled(). `args`: an Args body, or empty.
+void record(Category category, const char* name, int64_t begin_ns, int64_t end_ns, int32_t track,
+            std::string_view args = {});
+
+// A scope recorded on the calling thread's track (when tracing was on at its start). `name`: static storage or
+// intern()ed.
+class Span {
+ public:
+  Span(Category category, const char* name) noexcept : on_(enabled()), category_(category), name_(name) {
+    if (on_) begin_ = now_ns();
+  }
+  ~Span() {
+    if (on_) finish();
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+  bool active() const { return on_; }
+  void set_args(std::string args) {
+    if (on_) args_ = std::move(args);
+  }
+
+ private:
+  void finish();
+  bool on_;
+  Category category_;
+  const char* name_;
+  int64_t begin_ = 0;
+  std::string args_;
+};
+
+// A training step's span (category step, args {"step": step}): what dttrace's per-step summary divides time by.
+class StepSpan {
+ public:
+  explicit StepSpan(int64_t step) : span_(Category::kStep, "step") {
+    if (span_.active()) span_.set_args(Args().num("step", step).take());
+  }
+
+ private:
+  Span span_;
+};
+
+// ---- control ----
+struct Options {
+  std::string dir;  // the folder of the rank files (made when missing)
+  int rank = 0;     // of the job (the file's name and its pid in the timeline)
+  int world_size = 1;
+  size_t capacity = 0;  // events kept (a ring); 0: DT_TRACE_EVENTS
+};
+// Starts recording (InvalidArgument when already started or the folder cannot be made). The calling thread's track
+// is "main".
+void start(const Options& options);
+// Stops and writes DIR/rank-NNNNN.trace.json; returns its path ("" when not started). Errors writing are reported
+// as IoError naming the file.
+std::string stop();
+bool started();
+// This rank's clock against the reference rank's: written timestamps are local + offset_ns.
+void set_clock_offset(int64_t offset_ns, int64_t uncertainty_ns);
+// "rank-00003.trace.json" in dir.
+std::string rank_file(const std::string& dir, int rank);
+
+struct Stats {
+  int64_t recorded = 0;  // since start
+  int64_t dropped = 0;   // overwritten in the ring
+  size_t capacity = 0;
+};
+Stats stats();
+
+// A copy of the events kept so far (for tests and in-process tools), oldest first, timestamps local.
+struct Event {
+  int64_t begin_ns = 0, end_ns = 0;
+  const char* name = "";
+  Category category = Category::kUser;
+  int32_t track = 0;
+  std::string args;
+};
+std::vector<Event> snapshot();
+
+}  // namespace dt::trace
