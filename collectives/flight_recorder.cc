@@ -43,20 +43,42 @@ void FlightRecorder::finish(uint64_t id, bool ok) {
     copy = e;
   }
   // The call's span on this communicator's track (Note [The trace recorder]): the recorder's own start, not a second
-  // timer.
+  // timer. Its args are formatted when the file is written.
   const CallSignature& s = copy.signature;
+  trace::Deferred d;
+  d.format = [](const int64_t* v, std::string& out) {
+    CallSignature sig;
+    sig.kind = CollectiveKind(v[7]);
+    sig.count = v[8];
+    sig.dtype = DType(v[9]);
+    sig.op = ReduceOp(v[10]);
+    sig.root = int(v[11]);
+    sig.split = (v[12] & 1) != 0;
+    sig.views = (v[12] & 2) != 0;
+    sig.segments = (v[12] & 4) != 0;
+    out += "\"comm\":";
+    trace::append_string(out, trace::Deferred::name_at(v, 0));
+    out += "," + trace::Args().num("seq", v[1]).num("bytes", v[2]).take() +
+           ",\"ranks\":" + trace::Deferred::name_at(v, 3) + "," +
+           trace::Args().num("rank_in_comm", v[4]).num("peer", v[5]).boolean("ok", v[6] != 0).take() +
+           ",\"signature\":";
+    trace::append_string(out, sig.describe());
+  };
+  d.push_name(uid_name_);
+  d.push(int64_t(copy.seq));
+  d.push(copy.bytes);
+  d.push_name(ranks_name_);
+  d.push(rank_in_group_);
+  d.push(copy.peer);
+  d.push(ok ? 1 : 0);
+  d.push(int64_t(s.kind));
+  d.push(s.count);
+  d.push(int64_t(s.dtype));
+  d.push(int64_t(s.op));
+  d.push(s.root);
+  d.push((s.split ? 1 : 0) | (s.views ? 2 : 0) | (s.segments ? 4 : 0));
   trace::record(trace::Category::kCollective, collective_kind_name(s.kind), trace::ns(copy.start), trace::now_ns(),
-                track_.load(),
-                trace::Args()
-                    .str("comm", uid_)
-                    .num("seq", int64_t(copy.seq))
-                    .num("bytes", copy.bytes)
-                    .raw("ranks", ranks_json_)
-                    .num("rank_in_comm", rank_in_group_)
-                    .num("peer", copy.peer)
-                    .boolean("ok", ok)
-                    .str("signature", s.describe())
-                    .take());
+                track_.load(), d);
 }
 
 void FlightRecorder::mark_skipped(uint64_t id) {
@@ -170,13 +192,23 @@ void FlightRecorder::set_group(const std::string& uid, std::vector<int> global_r
   for (size_t i = 0; i < global_ranks.size(); ++i) ranks_json_ += (i ? "," : "") + std::to_string(global_ranks[i]);
   ranks_json_ += "]";
   rank_in_group_ = rank_in_group;
+  uid_name_ = trace::intern(uid_);
+  ranks_name_ = trace::intern(ranks_json_);
   track_.store(trace::new_track("comm " + uid));
 }
 
-std::string FlightRecorder::wait_args(uint64_t id) const {
+trace::Deferred FlightRecorder::wait_args(uint64_t id) const {
+  trace::Deferred d;
+  d.format = [](const int64_t* v, std::string& out) {
+    out += "\"comm\":";
+    trace::append_string(out, v[0] ? trace::Deferred::name_at(v, 0) : "");
+    out += trace::Args().num("seq", v[1]).take().insert(0, ",");
+  };
   std::lock_guard<std::mutex> lock(mu_);
   const Entry& e = ring_[id % kCapacity];
-  return trace::Args().str("comm", uid_).num("seq", e.id == id ? int64_t(e.seq) : -1).take();
+  d.push_name(uid_name_);
+  d.push(e.id == id ? int64_t(e.seq) : -1);
+  return d;
 }
 
 std::vector<FlightRecorder::Entry> FlightRecorder::recent(size_t n) const {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "collectives/call_signature.h"
+#include "core/trace.h"
 
 namespace dt {
 
@@ -50,7 +51,7 @@ class FlightRecorder {
   bool traced() const { return track_ != 0; }
   void set_group(const std::string& uid, std::vector<int> global_ranks, int rank_in_group);
   // The args of a wait on call `id` ({"comm", "seq"}), for the waiting thread's span.
-  std::string wait_args(uint64_t id) const;
+  trace::Deferred wait_args(uint64_t id) const;
   // The last min(n, kCapacity) calls, oldest first.
   std::vector<Entry> recent(size_t n = kCapacity) const;
   // "last calls on this rank: #41 all_reduce(count=4, f32, sum) completed, ..., #42 all_gather(count=8, f32) pending
@@ -66,7 +67,9 @@ class FlightRecorder {
   uint64_t next_id_ = 1;
   std::atomic<int32_t> track_{0};  // the trace track; 0 until set_group
   std::string uid_;
-  std::string ranks_json_;  // "[0,1,2,3]"
+  std::string ranks_json_;          // "[0,1,2,3]"
+  const char* uid_name_ = nullptr;  // both interned (core/trace.h): events keep them past this recorder's life
+  const char* ranks_name_ = nullptr;
   int rank_in_group_ = 0;
 };
 

@@ -47,8 +47,11 @@ Work::WaitSpan::~WaitSpan() {
     }
   }
   if (begin_ == 0 || !trace::enabled()) return;
-  const std::string args = work_->recorded_.load() ? work_->recorder_->wait_args(work_->record_id_) : std::string();
-  trace::record(trace::Category::kWait, "wait", begin_, trace::now_ns(), trace::thread_track(), args);
+  if (work_->recorded_.load())
+    trace::record(trace::Category::kWait, "wait", begin_, trace::now_ns(), trace::thread_track(),
+                  work_->recorder_->wait_args(work_->record_id_));
+  else
+    trace::record(trace::Category::kWait, "wait", begin_, trace::now_ns(), trace::thread_track());
 }
 
 void Work::note_finished(bool ok) {

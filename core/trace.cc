@@ -116,7 +116,12 @@ void write_file_locked(Recorder& r, const std::string& path) {
     micros_into(out, e.begin_ns + r.offset_ns);
     out += ",\"dur\":";
     micros_into(out, std::max<int64_t>(0, e.end_ns - e.begin_ns));
-    out += ",\"pid\":" + pid + ",\"tid\":" + std::to_string(e.track) + ",\"args\":{" + e.args + "}}";
+    out += ",\"pid\":" + pid + ",\"tid\":" + std::to_string(e.track) + ",\"args\":{";
+    if (e.deferred.format != nullptr)
+      e.deferred.format(e.deferred.values, out);
+    else
+      out += e.args;
+    out += "}}";
   }
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
@@ -287,11 +292,51 @@ void record(Category category, const char* name, int64_t begin_ns, int64_t end_n
   e.category = category;
   e.track = track;
   e.args.assign(args.data(), args.size());  // reuses the slot's buffer once it is large enough
+  e.deferred.format = nullptr;
   r.head = (r.head + 1) % r.ring.size();
   ++r.recorded;
 }
 
-void Span::finish() { record(category_, name_, begin_, now_ns(), thread_track(), args_); }
+void record(Category category, const char* name, int64_t begin_ns, int64_t end_ns, int32_t track,
+            const Deferred& args) {
+  if (!enabled()) return;
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lock(r.mu);
+  if (!r.started) return;
+  Event& e = r.ring[r.head];
+  e.begin_ns = begin_ns;
+  e.end_ns = end_ns;
+  e.name = name;
+  e.category = category;
+  e.track = track;
+  e.args.clear();
+  e.deferred = args;
+  r.head = (r.head + 1) % r.ring.size();
+  ++r.recorded;
+}
+
+void append_dims(std::string& out, const int64_t* dims, size_t n) {
+  out += '[';
+  char buf[24];
+  for (size_t i = 0; i < n; ++i) {
+    if (i) out += ", ";
+    out.append(buf, std::to_chars(buf, buf + sizeof buf, dims[i]).ptr);
+  }
+  out += ']';
+}
+
+void append_string(std::string& out, std::string_view s) {
+  out += '"';
+  escape_into(out, s);
+  out += '"';
+}
+
+void Span::finish() {
+  if (deferred_.format != nullptr)
+    record(category_, name_, begin_, now_ns(), thread_track(), deferred_);
+  else
+    record(category_, name_, begin_, now_ns(), thread_track(), args_);
+}
 
 // ---- control ----
 
@@ -370,7 +415,15 @@ std::vector<Event> snapshot() {
   if (r.ring.empty()) return out;
   const size_t n = size_t(std::min<int64_t>(r.recorded, int64_t(r.ring.size())));
   const size_t first = r.recorded > int64_t(r.ring.size()) ? r.head : 0;
-  for (size_t k = 0; k < n; ++k) out.push_back(r.ring[(first + k) % r.ring.size()]);
+  for (size_t k = 0; k < n; ++k) {
+    out.push_back(r.ring[(first + k) % r.ring.size()]);
+    Event& e = out.back();
+    if (e.deferred.format != nullptr) {
+      e.args.clear();
+      e.deferred.format(e.deferred.values, e.args);
+      e.deferred = Deferred{};
+    }
+  }
   return out;
 }
 

@@ -86,6 +86,29 @@ const char* intern(std::string_view s);
 void record(Category category, const char* name, int64_t begin_ns, int64_t end_ns, int32_t track,
             std::string_view args = {});
 
+// Args made when the file is written, not when the span ends (Note [The trace recorder]: formatting shapes and
+// signatures costs more than the span): up to kDeferred integers (ints, interned names as pointers) and the function
+// that appends the args body for them.
+constexpr size_t kDeferred = 14;
+struct Deferred {
+  void (*format)(const int64_t* values, std::string& out) = nullptr;
+  int64_t values[kDeferred] = {};
+  size_t size = 0;
+  bool push(int64_t v) {
+    if (size == kDeferred) return false;
+    values[size++] = v;
+    return true;
+  }
+  void push_name(const char* interned) { push(int64_t(reinterpret_cast<intptr_t>(interned))); }
+  static const char* name_at(const int64_t* values, size_t i) {
+    return reinterpret_cast<const char*>(intptr_t(values[i]));
+  }
+};
+void record(Category category, const char* name, int64_t begin_ns, int64_t end_ns, int32_t track, const Deferred& args);
+// Appends `[4, 8]` for n dims, and a name as a JSON string, for Deferred formatters.
+void append_dims(std::string& out, const int64_t* dims, size_t n);
+void append_string(std::string& out, std::string_view s);
+
 // A scope recorded on the calling thread's track (when tracing was on at its start). `name`: static storage or
 // intern()ed.
 class Span {
@@ -102,6 +125,9 @@ class Span {
   void set_args(std::string args) {
     if (on_) args_ = std::move(args);
   }
+  void set_args(const Deferred& args) {
+    if (on_) deferred_ = args;
+  }
 
  private:
   void finish();
@@ -110,6 +136,7 @@ class Span {
   const char* name_;
   int64_t begin_ = 0;
   std::string args_;
+  Deferred deferred_;
 };
 
 // A training step's span (category step, args {"step": step}): what dttrace's per-step summary divides time by.
@@ -155,7 +182,8 @@ struct Event {
   const char* name = "";
   Category category = Category::kUser;
   int32_t track = 0;
-  std::string args;
+  std::string args;   // formatted (snapshot() formats the deferred ones)
+  Deferred deferred;  // in the ring: args still to format
 };
 std::vector<Event> snapshot();
 

@@ -145,7 +145,14 @@ namespace {
 class PhaseSpan {
  public:
   PhaseSpan(const char* phase, const std::string& group) : span_(trace::Category::kFsdp, phase) {
-    if (span_.active()) span_.set_args(trace::Args().str("group", group).take());
+    if (!span_.active()) return;
+    trace::Deferred d;
+    d.format = [](const int64_t* v, std::string& out) {
+      out += "\"group\":";
+      trace::append_string(out, trace::Deferred::name_at(v, 0));
+    };
+    d.push_name(trace::intern(group));  // one lookup: the group's name is interned once, then found
+    span_.set_args(d);
   }
 
  private:

@@ -4,7 +4,7 @@
 Usage: run.py BUILD_DIR [--rounds N] [--steps N] [--warmup N] [--cases train,fsdp]
 
 Cases (examples/train_gpt with bench/train's default model, --clip 0):
-  train  one process, nproc threads
+  train  one process (under dtrun, so that it has a process group), nproc threads
   fsdp   FSDP on 2 processes (dtrun, --fsdp --dp 2), nproc/2 threads each
 Each round runs every case untraced and traced (DT_TRACE set to a fresh folder; which goes first alternates), a
 run's step time is the median of its steps after the warm-up, a row the median over rounds. Target: traced / untraced
@@ -37,8 +37,8 @@ def events_per_step(folder, steps):
 
 
 def main():
-    ap = benchlib.driver_parser("the cost of DT_TRACE on training steps", "DT_BENCH_TRACE", 20, ("train", "fsdp"),
-                                rounds=5)
+    ap = benchlib.driver_parser("the cost of DT_TRACE on training steps", "DT_BENCH_TRACE", 60, ("train", "fsdp"),
+                                rounds=7)
     a = benchlib.parse_driver_args(ap, sys.argv[1:])
     if not benchlib.programs_built(a.build, ["examples/train_gpt", "tools/dtrun"], "bench/trace"):
         return 1
@@ -57,7 +57,8 @@ def main():
     for case in a.cases:
         common = ["--steps", str(a.steps), "--clip", "0", "--json"] + a.model_args
         if case == "train":
-            cmd = [train_gpt, "--threads", str(cores)] + common
+            # Under dtrun: DT_TRACE starts with the process group, which train_gpt alone does not make.
+            cmd = [dtrun, "--nproc-per-node", "1", train_gpt, "--threads", str(cores)] + common
         else:
             cmd = [dtrun, "--nproc-per-node", "2", train_gpt, "--fsdp", "--dp", "2",
                    "--threads", str(max(1, cores // 2))] + common

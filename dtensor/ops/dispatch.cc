@@ -214,6 +214,48 @@ Propagation explain(const std::string& op, const std::vector<DTensor>& inputs, c
   return propagate(make_schema(op, inputs, params, &mesh));
 }
 
+namespace {
+
+// An op span's args, formatted when the trace is written: {"shapes": "[4, 8], [8, 16]", "device": "cpu"}. Stored:
+// the device, the count of inputs, then each input's rank and dims (-1 for an absent input), as many as fit.
+trace::Deferred op_trace_args(const std::vector<Tensor>& locals, const Device& device) {
+  trace::Deferred d;
+  d.format = [](const int64_t* v, std::string& out) {
+    const Device dev{DeviceType(v[0]), int(v[1])};
+    out += "\"shapes\":\"";
+    size_t i = 3;
+    for (int64_t k = 0; k < v[2]; ++k) {
+      if (k) out += ", ";
+      if (v[i] < 0) {
+        out += "-";
+        ++i;
+        continue;
+      }
+      trace::append_dims(out, v + i + 1, size_t(v[i]));
+      i += size_t(v[i]) + 1;
+    }
+    out += "\",\"device\":";
+    trace::append_string(out, dev.to_string());
+  };
+  d.push(int64_t(device.type));
+  d.push(device.index);
+  d.push(0);
+  for (const Tensor& t : locals) {
+    const size_t need = t.defined() ? t.shape().size() + 1 : 1;
+    if (d.size + need > trace::kDeferred) break;  // the shapes that fit
+    ++d.values[2];
+    if (!t.defined()) {
+      d.push(-1);
+      continue;
+    }
+    d.push(int64_t(t.shape().size()));
+    for (int64_t s : t.shape()) d.push(s);
+  }
+  return d;
+}
+
+}  // namespace
+
 std::vector<DTensor> dispatch(const std::string& op, const std::vector<DTensor>& inputs, const OpParams& params) {
   DeviceMesh mesh;
   OpSchema schema = make_schema(op, inputs, params, &mesh);
@@ -263,14 +305,7 @@ std::vector<DTensor> dispatch(const std::string& op, const std::vector<DTensor>&
   OpCall call{schema, mesh, chosen, prop.outputs};
   fault::point("compute");                                    // Note [Fault injection]
   trace::Span span(trace::Category::kOp, rule.name.c_str());  // the registry's names live as long as the process
-  if (span.active()) {
-    std::string shapes;
-    for (const Tensor& t : locals) {
-      if (!shapes.empty()) shapes += ", ";
-      shapes += t.defined() ? shape_str(t.shape()) : "-";
-    }
-    span.set_args(trace::Args().str("shapes", shapes).str("device", mesh.device().to_string()).take());
-  }
+  if (span.active()) span.set_args(op_trace_args(locals, mesh.device()));
   std::vector<Tensor> results = rule.compute(call, locals);
   DT_ASSERT(results.size() == prop.outputs.size(), "dt::", op, " computed ", results.size(), " outputs, expected ",
             prop.outputs.size());
