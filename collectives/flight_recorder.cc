@@ -32,7 +32,7 @@ uint64_t FlightRecorder::record(uint64_t seq, const CollectiveArgs& args, int64_
   return id;
 }
 
-void FlightRecorder::finish(uint64_t id, bool ok) {
+void FlightRecorder::finish(uint64_t id, bool ok, const char* algorithm) {
   Entry copy;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -63,6 +63,8 @@ void FlightRecorder::finish(uint64_t id, bool ok) {
            trace::Args().num("rank_in_comm", v[4]).num("peer", v[5]).boolean("ok", v[6] != 0).take() +
            ",\"signature\":";
     trace::append_string(out, sig.describe());
+    out += ",\"algorithm\":";
+    trace::append_string(out, trace::Deferred::name_at(v, 13));
   };
   d.push_name(uid_name_);
   d.push(int64_t(copy.seq));
@@ -77,6 +79,7 @@ void FlightRecorder::finish(uint64_t id, bool ok) {
   d.push(int64_t(s.op));
   d.push(s.root);
   d.push((s.split ? 1 : 0) | (s.views ? 2 : 0) | (s.segments ? 4 : 0));
+  d.push_name(algorithm != nullptr ? algorithm : "");  // Work::algorithm(): static storage
   trace::record(trace::Category::kCollective, collective_kind_name(s.kind), trace::ns(copy.start), trace::now_ns(),
                 track_.load(), d);
 }

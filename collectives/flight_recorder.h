@@ -42,8 +42,9 @@ class FlightRecorder {
 
   // Records a call as issued; returns its id. `bytes`: the call's per-rank input bytes (for the trace).
   uint64_t record(uint64_t seq, const CollectiveArgs& args, int64_t bytes = 0);
-  // The call `id` finished (no-op once it left the ring).
-  void finish(uint64_t id, bool ok);
+  // The call `id` finished (no-op once it left the ring); `algorithm`: what ran it (Work::algorithm(), static
+  // storage), for the trace.
+  void finish(uint64_t id, bool ok, const char* algorithm = "");
   // Fault injection skipped the call `id`: it took its number and did nothing (Note [Fault injection]).
   void mark_skipped(uint64_t id);
   // While tracing (core/trace.h), a finished call is also a span on this communicator's track, from its issue to its

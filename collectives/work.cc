@@ -28,7 +28,7 @@ void Work::set_record(std::shared_ptr<FlightRecorder> recorder, uint64_t id) {
   recorded_.store(true);
   // Finished before the record was attached (a call completed at once): tell it now. Both sides may tell; the state
   // is the same.
-  if (const uint8_t f = finished_.load()) recorder_->finish(record_id_, f == 1);
+  if (const uint8_t f = finished_.load()) recorder_->finish(record_id_, f == 1, algorithm());
 }
 
 std::string Work::recent_calls() const {
@@ -57,7 +57,7 @@ Work::WaitSpan::~WaitSpan() {
 void Work::note_finished(bool ok) {
   uint8_t expected = 0;
   if (!finished_.compare_exchange_strong(expected, ok ? 1 : 2)) return;
-  if (recorded_.load()) recorder_->finish(record_id_, ok);
+  if (recorded_.load()) recorder_->finish(record_id_, ok, algorithm());
 }
 
 AsyncWork::AsyncWork(std::string description, Duration default_timeout, std::function<bool()> progress)

@@ -136,6 +136,9 @@ def main(dtrun, helper, dttrace):
                     calls.setdefault((e["args"]["comm"], e["args"]["seq"]), {})[i] = e
         world_calls = [c for c in calls.values() if len(c) == 4 and all(e["args"]["bytes"] == 4096 for e in c.values())]
         check(len(world_calls) == STEPS, f"the {STEPS} world all-reduces matched on all ranks by (comm, seq)")
+        algorithms = {e["args"].get("algorithm") for c in world_calls for e in c.values()}
+        check(algorithms and all(isinstance(a, str) and a for a in algorithms),
+              f"the all-reduces name the algorithm that ran them ({sorted(algorithms)})")
         for c in world_calls:
             ends = [e["ts"] + e["dur"] for e in c.values()]
             check(max(ends) - min(ends) < 50_000, f"all-reduce #{c[0]['args']['seq']} ends within 50 ms on every "
