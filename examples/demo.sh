@@ -13,7 +13,8 @@
 #     tp 2 and generating with a KV cache sharded by heads: prompts, continuations, time to first token, tokens/s.
 #  5. dttrain, the trainer: that Hugging Face folder fine-tuned on a real corpus (the King James Bible from Debian's
 #     bible-kjv, tokenized by tools/prepare_tokens.py) with FSDP + TP on the 2x2 mesh, from a TOML config: a line per
-#     step, a validation loss that falls, a checkpoint, and the curves drawn (dttrain plot) into BUILD_DIR/demo.
+#     step, a validation loss that falls, a checkpoint, and the curves drawn (dttrain plot) into BUILD_DIR/demo; the
+#     run is traced (DT_TRACE) and its last steps drawn as a timeline per rank (dttrace plot).
 # Each part first builds only the targets it runs (a no-op once built): on a fresh clone the planner, which needs
 # only core/ and placement/, prints while the rest is still to compile. Build output goes to stderr; everything the
 # demo shows goes to stdout, each line once, whatever stdout is (a terminal, a pipe, a file: ./dev demo > demo.log).
@@ -125,11 +126,13 @@ log_file = "$ft/finetune.jsonl"
 EOF
 echo "   the config, $ft/finetune.toml (every other field at its default; dttrain --help-config lists them):"
 sed 's/^/     /' "$ft/finetune.toml"
-echo "   dtrun --nproc-per-node 4 $build/tools/dttrain $ft/finetune.toml"
+echo "   DT_TRACE=$ft/trace dtrun --nproc-per-node 4 $build/tools/dttrain $ft/finetune.toml   (every rank's timeline recorded)"
 # dttrain prints the resolved config (every field) first: left out here, it is in the checkpoint too.
-"$build/tools/dtrun" --nproc-per-node 4 --timeout 300 "$build/tools/dttrain" "$ft/finetune.toml" |
+DT_TRACE="$ft/trace" "$build/tools/dtrun" --nproc-per-node 4 --timeout 300 "$build/tools/dttrain" "$ft/finetune.toml" |
   awk '/^dttrain: resolved config/ { skip = 1; print "dttrain: resolved config (every field; left out here)"; next }
        /^dttrain: / { skip = 0 }
        !skip { print; fflush() }'
 /usr/bin/python3 "$here/demo_report.py" finetune "$ft/finetune.jsonl"
 PATH="$build/py-venv/bin:$PATH" "$build/tools/dttrain" plot "$ft/finetune.jsonl" --out "$build/demo/finetune.png"
+echo "   the timeline of the last steps, one row per rank (tools/dttrace.py plot; dttrace summary and merge read it too):"
+"$py" "$here/../tools/dttrace.py" plot "$ft/trace" -o "$build/demo/timeline.png" --steps "$((ft_steps - 1)):$ft_steps"

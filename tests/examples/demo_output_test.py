@@ -2,7 +2,7 @@
 """./dev demo's output survives redirection: runs examples/demo.sh with stdout and stderr into one file (as
 `./dev demo > demo.log 2>&1` does) and checks the file: no NUL bytes, every section header of the script once and in
 the script's order, every training step's line once in its section, the closing comparison, and the fine-tune
-(dttrain's step lines, its validation losses falling, the plot written), unless the demo said it skipped it for want
+(dttrain's step lines, its validation losses falling, the plot and the traced timeline drawn), unless the demo said it skipped it for want
 of the venv's tokenizers and matplotlib.
 
 The headers are read from demo.sh itself (its `echo "== ..."` lines, up to the first expansion), so a section added
@@ -84,6 +84,9 @@ def main(demo_sh, build):
             plot = re.search(r"^dttrain plot: wrote (\S+)", tune, re.M)
             if not plot or not os.path.getsize(plot.group(1)) > 1000:
                 problems.append("the fine-tune's plot was not written")
+            timeline = re.search(r"^dttrace plot: wrote (\S+)", tune, re.M)
+            if not timeline or not os.path.getsize(timeline.group(1)) > 1000:
+                problems.append("the fine-tune's timeline was not drawn")
             if not re.search(r"^checkpoint: step \d+ -> ", tune, re.M):
                 problems.append("the fine-tune wrote no checkpoint")
         if len(re.findall(r"^  continuation: \[\d+(,\d+)*\]$", gen, re.M)) != 2 or "time to first token" not in gen:
