@@ -31,6 +31,7 @@
 #include "core/allocator.h"
 #include "core/memory_stats.h"
 #include "core/process_memory.h"
+#include "core/trace.h"
 #include "dtensor/dtensor.h"
 #include "dtensor/ops.h"
 #include "examples/program_world.h"
@@ -197,6 +198,7 @@ int main(int argc, char** argv) {
           (long long)a.layers, (long long)a.dim, (long long)a.hidden, (long long)a.batch, (long long)a.seq,
           (long long)num_params, (long long)a.dp, (long long)a.tp, a.fsdp ? ", FSDP over dp" : "", threads);
     for (int64_t step = 1; step <= a.steps; ++step) {
+      dt::trace::StepSpan step_span(step);  // DT_TRACE: the step in the timeline (bench/trace)
       if (step == a.warmup + 1) comm.reset();
       const dt::Tensor x = dt::Tensor::randn_block({a.batch, a.seq, a.dim}, {row0, 0, 0}, {rows, a.seq, a.dim},
                                                    uint64_t(a.seed) * 1000003u + uint64_t(step));

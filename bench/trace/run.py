@@ -3,9 +3,12 @@
 
 Usage: run.py BUILD_DIR [--rounds N] [--steps N] [--warmup N] [--cases train,fsdp]
 
-Cases (examples/train_gpt with bench/train's default model, --clip 0):
-  train  one process (under dtrun, so that it has a process group), nproc threads
-  fsdp   FSDP on 2 processes (dtrun, --fsdp --dp 2), nproc/2 threads each
+Cases:
+  train     examples/train_gpt with bench/train's default model (--clip 0), one process (under dtrun, so that it has
+            a process group), nproc threads
+  fsdp      the same with FSDP on 2 processes (dtrun, --fsdp --dp 2), nproc/2 threads each
+  fsdp-mlp  bench/fsdp's MLP (bench/fsdp_mlp --fsdp --dp 2, batch 8: bench/fsdp's batch-8 row), 2 processes, 1 thread
+            each, 15 steps a run
 Each round runs every case untraced and traced (DT_TRACE set to a fresh folder; which goes first alternates), a
 run's step time is the median of its steps after the warm-up, a row the median over rounds. Target: traced / untraced
 <= 1.02 (at most 2 % of a step). The traced runs' files say how many spans a step records (events / steps): the
@@ -37,11 +40,12 @@ def events_per_step(folder, steps):
 
 
 def main():
-    ap = benchlib.driver_parser("the cost of DT_TRACE on training steps", "DT_BENCH_TRACE", 60, ("train", "fsdp"),
-                                rounds=7)
+    ap = benchlib.driver_parser("the cost of DT_TRACE on training steps", "DT_BENCH_TRACE", 60,
+                                ("train", "fsdp", "fsdp-mlp"), rounds=7)
     a = benchlib.parse_driver_args(ap, sys.argv[1:])
-    if not benchlib.programs_built(a.build, ["examples/train_gpt", "tools/dtrun"], "bench/trace"):
+    if not benchlib.programs_built(a.build, ["examples/train_gpt", "tools/dtrun", "bench/fsdp_mlp"], "bench/trace"):
         return 1
+    fsdp_mlp = os.path.join(a.build, "bench", "fsdp_mlp")
     train_gpt = os.path.join(a.build, "examples", "train_gpt")
     dtrun = os.path.join(a.build, "tools", "dtrun")
     cores = os.cpu_count() or 1
@@ -56,7 +60,10 @@ def main():
     plans, folders = [], {}
     for case in a.cases:
         common = ["--steps", str(a.steps), "--clip", "0", "--json"] + a.model_args
-        if case == "train":
+        if case == "fsdp-mlp":
+            cmd = [dtrun, "--nproc-per-node", "2", fsdp_mlp, "--fsdp", "--dp", "2", "--threads", "1", "--batch", "8",
+                   "--steps", "15", "--json"]
+        elif case == "train":
             # Under dtrun: DT_TRACE starts with the process group, which train_gpt alone does not make.
             cmd = [dtrun, "--nproc-per-node", "1", train_gpt, "--threads", str(cores)] + common
         else:
@@ -89,7 +96,8 @@ def main():
             on = statistics.median(per_round[r]["on"] for r in rounds)
             ratios = [per_round[r]["on"] / per_round[r]["off"] for r in rounds]
             ratio = statistics.median(ratios)
-            spans = events_per_step(folders[case][-1], a.steps) if folders.get(case) else None
+            steps = 15 if case == "fsdp-mlp" else a.steps
+            spans = events_per_step(folders[case][-1], steps) if folders.get(case) else None
             total += 1
             met += ratio <= TARGET
             rows.append([case, f"{off * 1e3:.2f}", f"{on * 1e3:.2f}", f"{ratio:.3f}",
