@@ -416,6 +416,24 @@ typedef struct dt_fsdp_memory_t {
 DT_API dt_status_t dt_fsdp_group_memory(dt_fsdp_group_t g, dt_fsdp_memory_t* out);
 DT_API dt_status_t dt_fsdp_group_destroy(dt_fsdp_group_t g);
 
+/* ---- communication per scope (CommDebugMode) ------------------------------------------------------------------- */
+
+/* PyTorch's CommDebugMode: counts and sizes the collectives the calling thread issues while the mode lives, per kind,
+ * under every scope entered (a framework enters its modules' names from its hooks) and under "Global"; forward
+ * (backward = 0), backward (1) and calls outside any scope apart. Sizes are per-rank input bytes. */
+typedef struct dt_comm_debug_s* dt_comm_debug_t;
+DT_API dt_status_t dt_comm_debug_create(dt_comm_debug_t* out);
+/* Declares a scope's place in the table (its depth under the root, from 1) before it is entered; optional. */
+DT_API dt_status_t dt_comm_debug_declare(dt_comm_debug_t mode, const char* scope, int32_t depth);
+DT_API dt_status_t dt_comm_debug_enter(dt_comm_debug_t mode, const char* scope, int32_t backward);
+/* DT_ERR_INVALID_ARGUMENT for a scope that is not active in that phase. */
+DT_API dt_status_t dt_comm_debug_exit(dt_comm_debug_t mode, const char* scope, int32_t backward);
+/* {"scopes": [{"name", "depth", "forward": {"all_reduce": {"calls", "bytes"}}, "backward": ..., "outside": ...}]}. */
+DT_API dt_status_t dt_comm_debug_json(dt_comm_debug_t mode, char* buf, size_t cap, size_t* needed);
+/* The table as text, scopes indented by depth. */
+DT_API dt_status_t dt_comm_debug_text(dt_comm_debug_t mode, char* buf, size_t cap, size_t* needed);
+DT_API dt_status_t dt_comm_debug_destroy(dt_comm_debug_t mode);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

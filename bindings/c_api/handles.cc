@@ -48,6 +48,8 @@ const char* kind_name(Kind kind) {
       return "work";
     case Kind::kFsdpGroup:
       return "FSDP group";
+    case Kind::kCommDebug:
+      return "CommDebugMode";
   }
   return "handle";
 }

@@ -20,13 +20,14 @@
 
 #include "collectives/communicator.h"
 #include "dtensor/checkpoint/checkpoint.h"
+#include "dtensor/comm_debug.h"
 #include "dtensor/device_mesh.h"
 #include "dtensor/dtensor.h"
 #include "fsdp/param_group.h"
 
 namespace dt::capi {
 
-enum class Kind : uint8_t { kComm, kMesh, kTensor, kWork, kFsdpGroup };
+enum class Kind : uint8_t { kComm, kMesh, kTensor, kWork, kFsdpGroup, kCommDebug };
 const char* kind_name(Kind kind);
 
 // What every object records: the thread that may communicate on its world.
@@ -64,6 +65,11 @@ struct FsdpGroupObject : Owned {
   static constexpr Kind kKind = Kind::kFsdpGroup;
   std::unique_ptr<fsdp::ParamGroup> group;
   std::shared_ptr<MeshObject> mesh;
+};
+
+struct CommDebugObject : Owned {
+  static constexpr Kind kKind = Kind::kCommDebug;
+  std::unique_ptr<CommDebugMode> mode;
 };
 
 // The registry (one per process).

@@ -8,6 +8,7 @@ library's layout code). Exit 0 when every check holds, 1 otherwise (the failures
 """
 import ctypes
 import gc
+import re
 import sys
 
 import numpy as np
@@ -181,6 +182,40 @@ def case_ops():
     check(np.array_equal(dt.op("relu", y).full_tensor(), np.maximum(b, 0)), "op('relu')")
     check(np.array_equal(dt.op("mul_scalar", x, scalar=2.5).full_tensor(), a * 2.5), "op(mul_scalar, scalar=2.5)")
     check("matmul" in dt.ops_list(), "ops_list")
+
+
+def case_comm_debug():
+    """CommDebugMode from Python: the collectives of a redistribution under nested scopes, against the planner's plan
+    for it (plan_describe's all-gathers); a call outside every scope under Global only; bad exits named."""
+    mesh = mesh_2d()
+    a = random_full((8, 6), 40)
+    x = dt.distribute_tensor(a, mesh, [Shard(0), Shard(1)])
+    sizes = (2 if SIZE >= 4 else 1, SIZE // (2 if SIZE >= 4 else 1))
+    plan = dt.plan_describe((8, 6), sizes, "S(0),S(1)", "R,R", np.float64)
+    # A step over a group of one issues nothing (the collective is the identity).
+    gathers = sum(int(g) > 1 for g in re.findall(r"all_gather \S+ -> \S+ \(group (\d+)", plan))
+    with dt.CommDebugMode() as mode:
+        mode.declare("model", 1)
+        mode.declare("model.gather", 2)
+        with mode.scope("model"):
+            with mode.scope("model.gather"):
+                y = x.redistribute([Replicate(), Replicate()])
+        check(np.array_equal(y.full_tensor(), a), "the gathered tensor")  # outside: y is already whole
+    counts = mode.counts()
+    check(mode.counts("model.gather").get("all_gather", 0) == gathers,
+          f"model.gather: {mode.counts('model.gather')} all-gathers, the plan has {gathers}: {plan!r}")
+    check(mode.counts("model") == mode.counts("model.gather"), "a scope holds its children's calls")
+    check(counts.get("all_gather", 0) >= gathers, f"Global holds them too: {counts}")
+    j = mode.json()
+    check([s["name"] for s in j["scopes"]][:3] == ["Global", "model", "model.gather"], "the table's order")
+    check("model.gather" in mode.table() if gathers else mode.table() == "no collectives\n",
+          f"the text table: {mode.table()!r}")
+    try:
+        mode.exit("model")
+        check(False, "exiting an inactive scope is refused")
+    except dt.InvalidArgumentError as e:
+        check("model" in str(e), f"the error names the scope: {e}")
+    mode.close()
 
 
 def case_zero_copy():

@@ -69,7 +69,7 @@ def launch(nproc, args, python=None, timeout=300):
 
 @pytest.mark.parametrize("nproc", [1, 2, 4])
 @pytest.mark.parametrize("case", ["meshes", "placements", "redistribute", "ops", "zero_copy", "dlpack", "fsdp",
-                                  "errors"])
+                                  "errors", "comm_debug"])
 def test_case(case, nproc):
     out = launch(nproc, [CASES, case])
     assert out.count(f"{case}: ok") == nproc, out

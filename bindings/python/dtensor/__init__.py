@@ -20,6 +20,7 @@ from .tensor import DTensor, Work, distribute_tensor, from_dlpack, op, ops_list,
 from . import ops
 from .checkpoint import save_checkpoint, load_checkpoint
 from .fsdp import FsdpParamGroup
+from .debug import CommDebugMode
 
 __version__ = version()
 
@@ -29,5 +30,5 @@ __all__ = [
     "parse_placements", "format_placements", "World", "init", "init_process_group", "get_world", "version",
     "from_nccl", "set_stream", "current_stream",
     "DeviceMesh", "DTensor", "Work", "distribute_tensor", "from_dlpack", "op", "ops", "ops_list", "layout_block",
-    "plan_describe", "save_checkpoint", "load_checkpoint", "FsdpParamGroup",
+    "plan_describe", "save_checkpoint", "load_checkpoint", "FsdpParamGroup", "CommDebugMode",
 ]

@@ -223,6 +223,13 @@ _SIGNATURES = {
     "dt_fsdp_group_set_requires_gradient_sync": [_h, c_int32],
     "dt_fsdp_group_memory": [_h, _p(FsdpMemory)],
     "dt_fsdp_group_destroy": [_h],
+    "dt_comm_debug_create": [_p(_h)],
+    "dt_comm_debug_declare": [_h, c_char_p, c_int32],
+    "dt_comm_debug_enter": [_h, c_char_p, c_int32],
+    "dt_comm_debug_exit": [_h, c_char_p, c_int32],
+    "dt_comm_debug_json": [_h, c_char_p, c_size_t, _p(c_size_t)],
+    "dt_comm_debug_text": [_h, c_char_p, c_size_t, _p(c_size_t)],
+    "dt_comm_debug_destroy": [_h],
 }
 # Functions that return something other than a status (no check).
 _RESTYPES = {
