@@ -360,7 +360,7 @@ WorkPtr Communicator::submit(const CollectiveArgs& args) {
     return enqueue(args);
   }
   DT_LOG_DEBUG(args.describe(), " on ", backend_name(), " group of ", size());
-  if (!recorder_->traced()) name_for_trace();  // once: the group's name in traces and flight-recorder dumps
+  if (!recorder_->named()) name_for_trace();  // once: the group's name in traces and flight-recorder dumps
   const uint64_t record = recorder_->record(p2p ? 0 : sequence_, args, args.input_bytes(size()));
   const fault::Action fault = fault::at(collective_kind_name(args.kind));  // Note [Fault injection]
   WorkPtr work;

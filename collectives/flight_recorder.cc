@@ -119,7 +119,7 @@ std::string FlightRecorder::dump_json() const {
   if (track_.load() == 0) return "";
   const auto now = Clock::now();
   std::string out =
-      "{" + trace::Args().str("comm", uid_).raw("ranks", ranks_json_).num("rank_in_comm", rank_in_group_).take() +
+      "{" + trace::Args().str("comm", uid_name_).raw("ranks", ranks_name_).num("rank_in_comm", rank_in_group_).take() +
       ",\"entries\":[";
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
@@ -190,13 +190,11 @@ std::string dump_flight_recorders(const std::string& reason) {
 void FlightRecorder::set_group(const std::string& uid, std::vector<int> global_ranks, int rank_in_group) {
   std::lock_guard<std::mutex> lock(mu_);
   if (track_.load() != 0) return;
-  uid_ = uid;
-  ranks_json_ = "[";
-  for (size_t i = 0; i < global_ranks.size(); ++i) ranks_json_ += (i ? "," : "") + std::to_string(global_ranks[i]);
-  ranks_json_ += "]";
+  std::string ranks = "[";
+  for (size_t i = 0; i < global_ranks.size(); ++i) ranks += (i ? "," : "") + std::to_string(global_ranks[i]);
   rank_in_group_ = rank_in_group;
-  uid_name_ = trace::intern(uid_);
-  ranks_name_ = trace::intern(ranks_json_);
+  uid_name_ = trace::intern(uid);
+  ranks_name_ = trace::intern(ranks + "]");
   track_.store(trace::new_track("comm " + uid));
 }
 
@@ -204,7 +202,7 @@ trace::Deferred FlightRecorder::wait_args(uint64_t id) const {
   trace::Deferred d;
   d.format = [](const int64_t* v, std::string& out) {
     out += "\"comm\":";
-    trace::append_string(out, v[0] ? trace::Deferred::name_at(v, 0) : "");
+    trace::append_string(out, trace::Deferred::name_at(v, 0));
     out += trace::Args().num("seq", v[1]).take().insert(0, ",");
   };
   std::lock_guard<std::mutex> lock(mu_);

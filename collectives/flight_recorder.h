@@ -49,7 +49,7 @@ class FlightRecorder {
   void mark_skipped(uint64_t id);
   // While tracing (core/trace.h), a finished call is also a span on this communicator's track, from its issue to its
   // completion (Note [The trace recorder]): the group's identity, the same on every member, set once by the funnel.
-  bool traced() const { return track_ != 0; }
+  bool named() const { return track_ != 0; }
   void set_group(const std::string& uid, std::vector<int> global_ranks, int rank_in_group);
   // The args of a wait on call `id` ({"comm", "seq"}), for the waiting thread's span.
   trace::Deferred wait_args(uint64_t id) const;
@@ -67,10 +67,10 @@ class FlightRecorder {
   std::array<Entry, kCapacity> ring_{};
   uint64_t next_id_ = 1;
   std::atomic<int32_t> track_{0};  // the trace track; 0 until set_group
-  std::string uid_;
-  std::string ranks_json_;          // "[0,1,2,3]"
-  const char* uid_name_ = nullptr;  // both interned (core/trace.h): events keep them past this recorder's life
-  const char* ranks_name_ = nullptr;
+  // The group's name and its global ranks as JSON ("[0,1,2,3]"), interned (core/trace.h): events keep them past this
+  // recorder's life.
+  const char* uid_name_ = "";
+  const char* ranks_name_ = "[]";
   int rank_in_group_ = 0;
 };
 

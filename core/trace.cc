@@ -279,8 +279,11 @@ const char* intern(std::string_view s) {
 
 // ---- recording ----
 
-void record(Category category, const char* name, int64_t begin_ns, int64_t end_ns, int32_t track,
-            std::string_view args) {
+namespace {
+// The one writer of the ring: the next slot's fields under the lock, then `set_args(slot)` for its args.
+template <typename SetArgs>
+void push_event(Category category, const char* name, int64_t begin_ns, int64_t end_ns, int32_t track,
+                SetArgs&& set_args) {
   if (!enabled()) return;
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -291,28 +294,26 @@ void record(Category category, const char* name, int64_t begin_ns, int64_t end_n
   e.name = name;
   e.category = category;
   e.track = track;
-  e.args.assign(args.data(), args.size());  // reuses the slot's buffer once it is large enough
-  e.deferred.format = nullptr;
+  set_args(e);
   r.head = (r.head + 1) % r.ring.size();
   ++r.recorded;
+}
+}  // namespace
+
+void record(Category category, const char* name, int64_t begin_ns, int64_t end_ns, int32_t track,
+            std::string_view args) {
+  push_event(category, name, begin_ns, end_ns, track, [&](Event& e) {
+    e.args.assign(args.data(), args.size());  // reuses the slot's buffer once it is large enough
+    e.deferred.format = nullptr;
+  });
 }
 
 void record(Category category, const char* name, int64_t begin_ns, int64_t end_ns, int32_t track,
             const Deferred& args) {
-  if (!enabled()) return;
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lock(r.mu);
-  if (!r.started) return;
-  Event& e = r.ring[r.head];
-  e.begin_ns = begin_ns;
-  e.end_ns = end_ns;
-  e.name = name;
-  e.category = category;
-  e.track = track;
-  e.args.clear();
-  e.deferred = args;
-  r.head = (r.head + 1) % r.ring.size();
-  ++r.recorded;
+  push_event(category, name, begin_ns, end_ns, track, [&](Event& e) {
+    e.args.clear();
+    e.deferred = args;
+  });
 }
 
 void append_dims(std::string& out, const int64_t* dims, size_t n) {

@@ -87,21 +87,19 @@ std::vector<CommDebugMode::Scope> CommDebugMode::scopes() const {
   return out;
 }
 
-int64_t CommDebugMode::count(CollectiveKind kind) const {
+CommDebugMode::Count CommDebugMode::global(CollectiveKind kind) const {
   std::lock_guard<std::mutex> lock(mu_);
-  int64_t n = 0;
+  Count sum;
   for (const auto& [phase, counts] : entries_[0].scope.by_phase)
-    if (auto it = counts.find(collective_kind_name(kind)); it != counts.end()) n += it->second.calls;
-  return n;
+    if (auto it = counts.find(collective_kind_name(kind)); it != counts.end()) {
+      sum.calls += it->second.calls;
+      sum.bytes += it->second.bytes;
+    }
+  return sum;
 }
 
-int64_t CommDebugMode::bytes(CollectiveKind kind) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  int64_t n = 0;
-  for (const auto& [phase, counts] : entries_[0].scope.by_phase)
-    if (auto it = counts.find(collective_kind_name(kind)); it != counts.end()) n += it->second.bytes;
-  return n;
-}
+int64_t CommDebugMode::count(CollectiveKind kind) const { return global(kind).calls; }
+int64_t CommDebugMode::bytes(CollectiveKind kind) const { return global(kind).bytes; }
 
 int64_t CommDebugMode::total() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -70,6 +70,7 @@ class CommDebugMode {
     int active_forward = 0, active_backward = 0;
   };
   Entry& entry(const std::string& name, int depth);
+  Count global(CollectiveKind kind) const;  // Global's figures of `kind` over every phase
   void observe(const CollectiveEvent& ev);
 
   mutable std::mutex mu_;

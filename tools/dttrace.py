@@ -127,6 +127,15 @@ def check_event(path, i, e):
             die(f"{where} ({e['name']}): \"args\" is not an object")
 
 
+def check_rank_fields(path, d, rank_from_name, prefix):
+    """d's "rank" and "world_size" are integers and the rank is the one the file's name says."""
+    for k in ("rank", "world_size"):
+        if not isinstance(d.get(k), int) or isinstance(d.get(k), bool):
+            die(f"{path}: {prefix}{k} is missing or not an integer")
+    if d["rank"] != rank_from_name:
+        die(f"{path}: the file name says rank {rank_from_name} but {prefix}rank is {d['rank']}")
+
+
 def load_rank_file(path, rank_from_name):
     doc = read_json(path)
     if not isinstance(doc, dict):
@@ -136,11 +145,7 @@ def load_rank_file(path, rank_from_name):
         die(f"{path}: not a dtensor trace (no \"dtensor\" block)")
     if meta.get("version") != FORMAT_VERSION:
         die(f"{path}: trace format version {meta.get('version')!r}; this dttrace reads version {FORMAT_VERSION}")
-    for k in ("rank", "world_size"):
-        if not isinstance(meta.get(k), int) or isinstance(meta.get(k), bool):
-            die(f"{path}: dtensor.{k} is missing or not an integer")
-    if meta["rank"] != rank_from_name:
-        die(f"{path}: the file name says rank {rank_from_name} but dtensor.rank is {meta['rank']}")
+    check_rank_fields(path, meta, rank_from_name, "dtensor.")
     if not 0 <= meta["rank"] < meta["world_size"]:
         die(f"{path}: rank {meta['rank']} outside world size {meta['world_size']}")
     events = doc.get("traceEvents")
@@ -780,11 +785,7 @@ def load_dump(path, rank_from_name):
     doc = read_json(path)
     if not isinstance(doc, dict):
         die(f"{path}: not a flight-recorder dump (the top level is not an object)")
-    for k in ("rank", "world_size"):
-        if not isinstance(doc.get(k), int) or isinstance(doc.get(k), bool):
-            die(f"{path}: \"{k}\" is missing or not an integer")
-    if doc["rank"] != rank_from_name:
-        die(f"{path}: the file name says rank {rank_from_name} but \"rank\" is {doc['rank']}")
+    check_rank_fields(path, doc, rank_from_name, "")
     comms = doc.get("communicators")
     if not isinstance(comms, list):
         die(f"{path}: no \"communicators\" list")
