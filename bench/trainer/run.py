@@ -18,8 +18,11 @@ MODEL_ARGS (after --, or DT_BENCH_TRAINER_ARGS) change it: --vocab --dim --layer
 
 Cases, 2 processes with nproc / 2 threads each on both sides:
   f32   dtrun --nproc-per-node 2 dttrain --parallelism.dp 2 (FSDP) against torchrun --nproc-per-node 2
-        torch_llama.py (FSDP2 on gloo), both in f32.                                 target: dtensor / torch <= 0.7x
-  bf16  the same with mixed_precision.param_dtype bf16, reduce_dtype f32 on both sides.             information
+        torch_llama.py (FSDP2 on gloo), both in f32.
+  bf16  the same with mixed_precision.param_dtype bf16, reduce_dtype f32 on both sides.
+The target, dtensor / torch <= 0.7x, applies to bf16 where the CPU multiplies bf16 natively (avx512_bf16 or
+amx_bf16 in /proc/cpuinfo: both sides then run bf16 GEMMs, dtensor through oneDNN), else to f32; the other row is
+information.
 Each round runs both sides of every case one after the other (which goes first alternates from round to round:
 shared machines drift). A run's step time is the median of its steps after the warm-up steps (dttrain's from its
 JSON log: global_batch * seq / tokens_per_s; the twin's step_s times the same work); a row is the median over rounds,
@@ -61,7 +64,16 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TWIN = os.path.join(HERE, "torch_llama.py")
 RANKS = 2
-TARGETS = {"f32": 0.7, "bf16": None}
+def _cpu_has_bf16():
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+TARGETS = {"f32": None, "bf16": 0.7} if _cpu_has_bf16() else {"f32": 0.7, "bf16": None}
 INIT = {"std": 0.02, "cutoff": 2.0, "depth": "depth"}  # dttrain's model.init_* defaults, passed to both sides
 MODELS = {
     "default": {"vocab": 8192, "dim": 512, "layers": 8, "heads": 8, "kv_heads": 4, "hidden": 1408, "seq": 256,

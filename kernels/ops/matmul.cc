@@ -5,6 +5,7 @@
 #include "core/allocator.h"
 #include "kernels/fill.h"
 #include "kernels/ops/common.h"
+#include "kernels/ops/cpu/matmul_bf16.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/reduction.h"
 
@@ -14,7 +15,8 @@ using namespace ops_detail;
 
 namespace {
 
-bool is_16bit(DType d) { return d == DType::f16 || d == DType::bf16; }
+// A 16-bit product the CPU has no native GEMM for: converted to f32 for the BLAS and rounded back.
+bool converted_on_cpu(DType d) { return d == DType::f16 || (d == DType::bf16 && !cpu::has_bf16_gemm()); }
 
 // The single stride that walks the batch dims [0, nb) of t in row-major order, if there is one (0 when every
 // batch dim is broadcast or of size 1).
@@ -164,7 +166,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, Stream stream) {
   const char* op = "matmul";
   check_operands(op, a, "a", b, "b");
   Device dev = a.device();
-  if (dev.is_cpu() && is_16bit(a.dtype()))
+  if (dev.is_cpu() && converted_on_cpu(a.dtype()))
     return matmul(a.to(DType::f32, stream), b.to(DType::f32, stream), stream).to(a.dtype(), stream);
   MatmulPlan p = plan_matmul(op, a, b);
   int64_t M = p.a.size(-2), K = p.a.size(-1), N = p.b.size(-1);
@@ -195,7 +197,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, Stream 
                  "], got ", shape_str(bias.shape()));
   }
   Device dev = x.device();
-  if (dev.is_cpu() && is_16bit(x.dtype())) {
+  if (dev.is_cpu() && converted_on_cpu(x.dtype())) {
     Tensor bf = bias.defined() ? bias.to(DType::f32, stream) : Tensor();
     return linear(x.to(DType::f32, stream), weight.to(DType::f32, stream), bf, stream).to(x.dtype(), stream);
   }

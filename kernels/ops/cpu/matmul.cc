@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/ops/cpu/matmul_bf16.h"
 
 namespace dt::kernels {
 
@@ -107,7 +108,19 @@ bool try_gemv(const GemmArgs& g, int64_t bi, int64_t r0, int64_t r1, int64_t c0,
   return false;
 }
 
+// The batches [b0, b1) of g as a GEMM of their own.
+GemmArgs batch_slice(const GemmArgs& g, int64_t b0, int64_t b1) {
+  const size_t size = dtype_size(g.dtype);
+  GemmArgs s = g;
+  s.batch = b1 - b0;
+  s.a.data = static_cast<const char*>(g.a.data) + size_t(b0 * g.a.batch_stride) * size;
+  s.b.data = static_cast<const char*>(g.b.data) + size_t(b0 * g.b.batch_stride) * size;
+  s.c = static_cast<char*>(g.c) + size_t(b0 * g.c_batch_stride) * size;
+  return s;
+}
+
 void blas_block(const GemmArgs& g, int64_t bi, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (g.dtype == DType::bf16) return gemm_bf16_block(batch_slice(g, bi, bi + 1), r0, r1, c0, c1);
   if (g.k > 0 &&
       (g.dtype == DType::f32 ? try_gemv<float>(g, bi, r0, r1, c0, c1) : try_gemv<double>(g, bi, r0, r1, c0, c1)))
     return;
@@ -139,10 +152,11 @@ void gemm(const GemmArgs& g) {
   // part packs the whole operand it does not split, so the split goes along the larger one: columns when op(B) is
   // wider than op(A) is tall (n > m). A Linear on 256 tokens (m) into 2048 features (n) packs its 4 MiB weight once
   // instead of once per thread: the MLP benchmark's one-process step at batch 2 on 2 threads, 123 -> 116 ms.
-  const bool floating = g.dtype == DType::f32 || g.dtype == DType::f64;
+  const bool floating = g.dtype == DType::f32 || g.dtype == DType::f64 || g.dtype == DType::bf16;
   if (floating && intra_op_threads() > 1 && g.batch * g.m * g.n * g.k >= (int64_t(1) << 20)) {
     if (g.batch >= intra_op_threads()) {
       parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
+        if (g.dtype == DType::bf16) return gemm_bf16_block(batch_slice(g, b0, b1), 0, g.m, 0, g.n);
         for (int64_t bi = b0; bi < b1; ++bi) blas_block(g, bi, 0, g.m, 0, g.n);
       });
     } else if (g.n > g.m) {
@@ -156,6 +170,7 @@ void gemm(const GemmArgs& g) {
     }
     return;
   }
+  if (g.dtype == DType::bf16) return gemm_bf16_block(g, 0, g.m, 0, g.n);  // all batches in one oneDNN call
   for (int64_t bi = 0; bi < g.batch; ++bi) {
     switch (g.dtype) {
       case DType::f32:

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/parallel.h"
 #include "tests/kernels/ops/ops_test_util.h"
 
 namespace dt::kernels {
@@ -193,6 +194,42 @@ TEST(OpsMatmul, LinearMatchesReference) {
       }
     }
   }
+}
+
+// bf16 products large enough to be split over intra-op threads (Note [bf16 GEMM on the CPU]: each part one oneDNN
+// call where the CPU multiplies bf16 natively, else the f32 conversion path): by columns, by rows and by batch, with
+// transposed, narrowed and broadcast operands, and linear with a bias, against the double reference.
+TEST(OpsMatmul, Bf16ProductsSplitOverThreads) {
+  const int saved = intra_op_threads();
+  set_intra_op_threads(2);
+  const DType dt = DType::bf16;
+  uint64_t seed = 70;
+  const Tensor wide_b = randu({384, 320}, seed++, dt), tall_a = randu({600, 384}, seed++, dt);
+  const Tensor a_t = randu({384, 96}, seed++, dt).t(), b_t = randu({320, 384}, seed++, dt).t();
+  const Tensor narrow_a = randu({200, 500}, seed++, dt).narrow(1, 7, 384);
+  const Tensor batch_a = randu({4, 64, 96}, seed++, dt), batch_b = randu({4, 96, 80}, seed++, dt);
+  const Tensor shared_a = randu({3, 70, 96}, seed++, dt);
+  const Tensor shared_b = randu({96, 90}, seed++, dt).unsqueeze(0).expand({3, 96, 90});
+  const Tensor row = randu({1, 384}, seed++, dt);
+  const std::vector<std::pair<Tensor, Tensor>> products = {
+      {a_t, wide_b},         // n > m: split by columns; A transposed
+      {tall_a, b_t},         // m > n: split by rows; B transposed
+      {narrow_a, wide_b},    // a leading dim wider than the matrix
+      {batch_a, batch_b},    // batch >= threads: split by batch
+      {shared_a, shared_b},  // a broadcast right operand
+      {row, wide_b},         // one row
+  };
+  for (const auto& [a, b] : products)
+    EXPECT_TRUE(matches(matmul(a, b), ref_matmul(a, b), dt)) << shape_str(a.shape()) << " @ " << shape_str(b.shape());
+  const Tensor x = randu({2, 130, 96}, seed++, dt), w = randu({300, 96}, seed++, dt), bias = randu({300}, seed++, dt);
+  Ref r = ref_matmul(x, w.t());
+  const std::vector<double> bv = bias.to_vector();
+  for (size_t i = 0; i < r.v.size(); ++i) {
+    r.v[i] += bv[i % 300];
+    r.scale[i] += std::fabs(bv[i % 300]);
+  }
+  EXPECT_TRUE(matches(linear(x, w, bias), r, dt)) << "linear with bias";
+  set_intra_op_threads(saved);
 }
 
 TEST(OpsMatmul, ZeroInnerDimGivesZerosOrBias) {
