@@ -21,11 +21,13 @@ ALLOWED = {
     "nn": {"core", "placement", "kernels", "collectives", "dtensor"},
     "fsdp": {"core", "placement", "kernels", "collectives", "dtensor", "nn"},
     "bindings": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
-    # What a trainer is made of; above fsdp/ (and pipeline/ once it exists), beside bindings/.
-    "train": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
-    "tools": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "bindings", "train"},
+    # Pipeline parallelism: stages, schedules (the action IR and its validator), the interpreter; above fsdp/.
+    "pipeline": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp"},
+    # What a trainer is made of; above pipeline/, beside bindings/.
+    "train": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "pipeline"},
+    "tools": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "pipeline", "bindings", "train"},
     # The C++ umbrella (api/dtensor/dt.h, installed as <dtensor/dt.h>): the top layer, it may include every layer.
-    "api": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "train"},
+    "api": {"core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "pipeline", "train"},
 }
 # The umbrella must not pull in a backend's external headers (users need not have UCX, NCCL or CUDA headers).
 UMBRELLA = "api/dtensor/dt.h"
@@ -186,8 +188,8 @@ def umbrella_violations(root):
 # Variable's methods everywhere else (deliver_grad, set_grad_sink, ...), so that nn alone decides how a gradient
 # is delivered.
 PRIVATE_NAMES = [(re.compile(r"\bVariableImpl\b|nn/variable_impl\.h"), "nn/", "nn's VariableImpl (nn/variable_impl.h)")]
-PRIVATE_SCAN = ("core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "bindings", "train", "tools",
-                "api",
+PRIVATE_SCAN = ("core", "placement", "kernels", "collectives", "dtensor", "nn", "fsdp", "pipeline", "bindings", "train",
+                "tools", "api",
                 "tests", "bench", "examples")
 
 
