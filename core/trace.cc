@@ -175,6 +175,8 @@ const char* category_name(Category c) {
       return "optimizer";
     case Category::kUser:
       return "user";
+    case Category::kGpu:
+      return "gpu";
   }
   return "user";
 }
@@ -372,6 +374,7 @@ void start(const Options& options) {
 }
 
 std::string stop() {
+  drain_gpu_spans(true);  // before the lock: resolved spans are recorded through it
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lock(r.mu);
   if (!r.started) return "";

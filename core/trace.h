@@ -27,13 +27,15 @@
 //   the file's "dtensor" block. Processes on one host share the clock, so there the offset is about 0.
 // - stop() (called by destroy_process_group, or at exit) is the only I/O: it writes DIR/rank-NNNNN.trace.json, which
 //   Perfetto and chrome://tracing open as it is; `dttrace merge` joins the ranks.
-// - CUDA: spans are host spans; a CUDA op's span covers its launch, not its execution (the tool says so).
+// - CUDA: an op on a CUDA device has its host span (the launch) and a GPU span (Note [GPU spans] in trace_gpu.cc):
+//   the kernels' execution, timed by two CUDA events on the stream, on a track per stream ("cuda:0 stream ...").
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,8 +44,19 @@ namespace dt::trace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Category : uint8_t { kStep, kOp, kCollective, kWait, kFsdp, kRedistribute, kCheckpoint, kOptimizer, kUser };
-const char* category_name(Category c);  // "step", "op", "collective", "wait", "fsdp", ...
+enum class Category : uint8_t {
+  kStep,
+  kOp,
+  kCollective,
+  kWait,
+  kFsdp,
+  kRedistribute,
+  kCheckpoint,
+  kOptimizer,
+  kUser,
+  kGpu,  // work on a CUDA stream, timed by events (GpuSpan)
+};
+const char* category_name(Category c);  // "step", "op", "collective", "wait", "fsdp", ..., "gpu"
 
 namespace detail {
 extern std::atomic<bool> g_on;
@@ -139,11 +152,42 @@ class Span {
   Deferred deferred_;
 };
 
+// The work a scope queues on a CUDA stream, timed on the device (Note [GPU spans] in core/trace_gpu.cc): an event
+// recorded on the stream at the start and one at the end; the span (category gpu, on the stream's track) is made
+// once the work finished. `cuda_device`: the CUDA device's index, or -1 (the CPU: nothing); `stream`: a
+// cudaStream_t, or null for the thread's current stream of that device. Nothing in a build without CUDA or while
+// tracing is off. `name`: static storage or intern()ed. Never throws: a CUDA error drops the span.
+class GpuSpan {
+ public:
+  GpuSpan(const char* name, int cuda_device, void* stream) noexcept;
+  ~GpuSpan();
+  GpuSpan(const GpuSpan&) = delete;
+  GpuSpan& operator=(const GpuSpan&) = delete;
+  bool active() const { return begin_ != nullptr; }
+  void set_args(const Deferred& args) {
+    if (active()) args_ = args;
+  }
+
+ private:
+  const char* name_;
+  int device_ = 0;
+  void* stream_ = nullptr;        // the resolved cudaStream_t
+  void* begin_ = nullptr;         // the start event (cudaEvent_t); null: inactive
+  std::shared_ptr<void> anchor_;  // the device's anchor when the span started
+  Deferred args_;
+};
+// Turns the GPU spans whose work finished into events (block: waits for all of them first). StepSpan's end, stop()
+// and a full queue call it; a program that traces CUDA work without steps may call it.
+void drain_gpu_spans(bool block);
+
 // A training step's span (category step, args {"step": step}): what dttrace's per-step summary divides time by.
 class StepSpan {
  public:
   explicit StepSpan(int64_t step) : span_(Category::kStep, "step") {
     if (span_.active()) span_.set_args(Args().num("step", step).take());
+  }
+  ~StepSpan() {
+    if (span_.active()) drain_gpu_spans(false);
   }
 
  private:

@@ -344,18 +344,21 @@ class RankIndex:
     """Per rank: the compute and wait intervals by thread."""
 
     def __init__(self, t):
-        comp, waits = {}, {}
+        comp, waits, gpu = {}, {}, []
         for s in t.spans:
-            if s.cat in COMPUTE_CATS:
+            if s.cat == "gpu":  # CUDA work timed by events, on a stream's track: the rank computes then too
+                gpu.append((s.ts, s.end))
+            elif s.cat in COMPUTE_CATS:
                 comp.setdefault(s.tid, []).append((s.ts, s.end))
             elif is_blocked(s):
                 waits.setdefault(s.tid, []).append((s.ts, s.end))
-        self.compute = {tid: union(v) for tid, v in comp.items()}
+        self.gpu = union(gpu)
+        self.compute = {tid: union(v + gpu) for tid, v in comp.items()}
         self.waits = {tid: union(v) for tid, v in waits.items()}
 
 
 def step_figures(t, idx, start, end, tid):
-    compute = clip(idx.compute.get(tid, []), start, end)
+    compute = clip(idx.compute.get(tid, idx.gpu), start, end)
     waits = clip(idx.waits.get(tid, []), start, end)
     exposed = subtract(waits, compute)
     step = end - start
@@ -553,7 +556,8 @@ def summarize(a):
          "clock_uncertainty_us": max((u for u in (t.uncertainty_us() for t in traces.values()) if u is not None),
                                      default=None),
          "cuda_op_ranks": sorted(r for r, t in traces.items() if any(
-             s.cat == "op" and str(s.args.get("device", "")).startswith("cuda") for s in t.spans)),
+             s.cat == "op" and str(s.args.get("device", "")).startswith("cuda") for s in t.spans)
+             and not any(s.cat == "gpu" for s in t.spans)),
          "steps": steps, "collectives": table, "unmatched_wait_us": unmatched,
          "stragglers": stragglers(traces, windows, steps, threshold_us, a.top) if len(traces) >= 2 else None}
     return s
@@ -578,13 +582,13 @@ def print_summary(s):
     if s["missing_ranks"]:
         print(f"  missing: no file for {ranks_text(s['missing_ranks'])}")
     if s["cuda_op_ranks"]:
-        print(f"  note: {ranks_text(s['cuda_op_ranks'])} ran CUDA ops, whose spans cover their launch, not their "
-              "execution: compute is understated there, and the waits include the kernels' time")
+        print(f"  note: {ranks_text(s['cuda_op_ranks'])} ran CUDA ops but recorded no GPU spans (a trace from an "
+              "older dtensor): their op spans cover the launch, so compute is understated there")
     for d in s["dropped"]:
         print(f"  rank {d['rank']} dropped {d['dropped']} events (ring buffer of {d['capacity']}): its earliest "
               "spans are missing; steps marked * may lack spans")
     print()
-    print("Steps (ms; compute = op + optimizer spans on the step's thread, exposed = wait + fsdp wait_* not "
+    print("Steps (ms; compute = op + optimizer spans on the step's thread and GPU spans, exposed = wait + fsdp wait_* not "
           "under compute)")
     print(f"{'step':>8} {'rank':>5} {'step':>10} {'compute':>10} {'exposed':>10} {'idle':>10}  compute%")
     for st in s["steps"]:
@@ -650,7 +654,7 @@ def cmd_summary(a):
 # ---------------------------------------------------------------------------------------------------------------
 # plot
 
-COLORS = {"step": "#e4e4e4", "op": "#1f77b4", "optimizer": "#17becf", "collective": "#ff7f0e", "wait": "#d62728",
+COLORS = {"step": "#e4e4e4", "op": "#1f77b4", "optimizer": "#17becf", "gpu": "#2ca02c", "collective": "#ff7f0e", "wait": "#d62728",
           "fsdp": "#2ca02c", "redistribute": "#9467bd", "checkpoint": "#8c564b", "user": "#7f7f7f",
           "other": "#bcbd22"}
 

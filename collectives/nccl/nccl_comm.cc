@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "core/stream.h"
+#include "core/trace.h"
 #include "kernels/reduce.h"
 
 namespace dt {
@@ -862,7 +863,16 @@ WorkPtr NcclCommunicator::enqueue(const CollectiveArgs& a) {
       st.pending_p2p.push_back({a, work});
     } else {
       st.flush_p2p_locked();
-      issue(st, a, desc);
+      {
+        trace::GpuSpan gpu(collective_kind_name(a.kind), st.device.index, st.stream);  // Note [GPU spans]
+        if (gpu.active()) {
+          trace::Deferred args;
+          args.format = [](const int64_t* v, std::string& out) { out += "\"bytes\": " + std::to_string(v[0]); };
+          args.push(a.input_bytes(st.size));
+          gpu.set_args(args);
+        }
+        issue(st, a, desc);
+      }
       cudaEvent_t done = st.acquire_event();
       e = cudaEventRecord(done, st.stream);
       if (e != cudaSuccess) {

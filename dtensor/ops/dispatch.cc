@@ -305,7 +305,13 @@ std::vector<DTensor> dispatch(const std::string& op, const std::vector<DTensor>&
   OpCall call{schema, mesh, chosen, prop.outputs};
   fault::point("compute");                                    // Note [Fault injection]
   trace::Span span(trace::Category::kOp, rule.name.c_str());  // the registry's names live as long as the process
-  if (span.active()) span.set_args(op_trace_args(locals, mesh.device()));
+  trace::GpuSpan gpu_span(rule.name.c_str(), mesh.device().is_cuda() ? mesh.device().index : -1,
+                          nullptr);  // the kernels' time on a CUDA device (Note [GPU spans])
+  if (span.active()) {
+    const trace::Deferred args = op_trace_args(locals, mesh.device());
+    span.set_args(args);
+    gpu_span.set_args(args);
+  }
   std::vector<Tensor> results = rule.compute(call, locals);
   DT_ASSERT(results.size() == prop.outputs.size(), "dt::", op, " computed ", results.size(), " outputs, expected ",
             prop.outputs.size());

@@ -40,6 +40,26 @@ TEST(Trace, OffRecordsNothing) {
   EXPECT_EQ(trace::stop(), "");  // not started: no file
 }
 
+// GPU spans (Note [GPU spans]) record nothing off a CUDA device, in a build without CUDA, or while tracing is off;
+// draining with nothing queued is a no-op. Their timing is tested on a GPU (tests/gpu/trace_gpu_test.cc).
+TEST(Trace, GpuSpansOffTheGpuRecordNothing) {
+  {
+    trace::GpuSpan off("unseen", 0, nullptr);
+    EXPECT_FALSE(off.active());  // tracing is off
+  }
+  const std::string dir = temp_dir("gpu_off");
+  trace::start({.dir = dir, .rank = 0, .world_size = 1, .capacity = 64});
+  {
+    trace::GpuSpan cpu("cpu op", -1, nullptr);
+    EXPECT_FALSE(cpu.active());
+  }
+  trace::drain_gpu_spans(true);
+  for (const trace::Event& e : trace::snapshot()) EXPECT_NE(e.category, trace::Category::kGpu) << e.name;
+  EXPECT_STREQ(trace::category_name(trace::Category::kGpu), "gpu");
+  trace::stop();
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Trace, SpansNestInOrderOnEachThread) {
   const std::string dir = temp_dir("nest");
   trace::start({.dir = dir, .rank = 3, .world_size = 4, .capacity = 1024});

@@ -254,6 +254,41 @@ def check_summary(tmp):
     return d, docs
 
 
+def check_gpu_spans(tmp):
+    """A CUDA rank with GPU spans (category gpu, on a stream's track): the kernels' time is compute, a host wait
+    under a kernel is not exposed, and no note about launch-only spans."""
+    d = os.path.join(tmp, "gpu")
+    os.makedirs(d)
+    ev = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "rank 0"}},
+          {"ph": "M", "name": "thread_name", "pid": 0, "tid": 1003, "args": {"name": "cuda:0 stream 0x1"}},
+          {"ph": "X", "name": "step", "cat": "step", "ts": 0.0, "dur": 6000.0, "pid": 0, "tid": 1,
+           "args": {"step": 1}},
+          {"ph": "X", "name": "matmul", "cat": "op", "ts": 0.0, "dur": 50.0, "pid": 0, "tid": 1,
+           "args": {"shapes": "[64,64] [64,64]", "device": "cuda:0"}},
+          {"ph": "X", "name": "matmul", "cat": "gpu", "ts": 100.0, "dur": 5000.0, "pid": 0, "tid": 1003,
+           "args": {"shapes": "[64,64] [64,64]", "device": "cuda:0"}},
+          {"ph": "X", "name": "all_reduce", "cat": "collective", "ts": 60.0, "dur": 5140.0, "pid": 0, "tid": 1000,
+           "args": {"comm": "c0", "seq": 1, "bytes": 4, "ranks": [0], "rank_in_comm": 0, "peer": -1, "ok": True,
+                    "signature": "all_reduce(count=1, f32, sum)"}},
+          {"ph": "X", "name": "wait", "cat": "wait", "ts": 200.0, "dur": 5000.0, "pid": 0, "tid": 1,
+           "args": {"comm": "c0", "seq": 1}}]
+    with open(os.path.join(d, "rank-00000.trace.json"), "w") as f:
+        json.dump({"traceEvents": ev, "displayTimeUnit": "ms",
+                   "dtensor": {"version": 1, "rank": 0, "world_size": 1, "pid": 1, "host": "h",
+                               "clock": {"offset_ns": 0, "uncertainty_ns": -1, "reference_rank": 0},
+                               "events": 5, "dropped": 0, "capacity": 1024}}, f)
+    p = dttrace("summary", d, "--json")
+    s = json.loads(p.stdout) if p.returncode == 0 else None
+    check(s is not None and s["cuda_op_ranks"] == [], "GPU spans: no note about launch-only CUDA spans", p)
+    if s:
+        x = s["steps"][0]["ranks"][0]
+        check(all(close(g, w) for g, w in zip((x["step_us"], x["compute_us"], x["exposed_comm_us"], x["idle_us"]),
+                                              (6000, 5050, 100, 850))),
+              f"GPU spans: compute is the launch and the kernel, a wait under the kernel is not exposed {x}")
+    p = dttrace("summary", d)
+    check(p.returncode == 0 and "cover the launch" not in p.stdout, "GPU spans: the text form has no launch note", p)
+
+
 def check_one_rank(tmp):
     d = os.path.join(tmp, "one")
     os.makedirs(d)
@@ -293,7 +328,7 @@ def check_one_rank(tmp):
         check(close(s["unmatched_wait_us"], 0), "1 rank: every wait matched")
     p = dttrace("summary", d)
     check(p.returncode == 0 and "Stragglers" not in p.stdout and "\"all\"" in p.stdout and
-          "cover their launch" in p.stdout and "failed calls (ok false): 1 all_reduce" in p.stdout,
+          "cover the launch" in p.stdout and "failed calls (ok false): 1 all_reduce" in p.stdout,
           "1 rank: the text form (with the notes on CUDA spans and the failed call)", p)
     return d
 
@@ -516,6 +551,7 @@ with tempfile.TemporaryDirectory(prefix="dttrace_test_") as tmp:
     d, docs = check_summary(tmp)
     one = check_one_rank(tmp)
     check_merge(tmp, d, docs)
+    check_gpu_spans(tmp)
     check_bad_input(tmp, d)
     check_fr(tmp)
     check_plot(tmp, d, one)
