@@ -224,15 +224,19 @@ double grad_norm(const std::vector<Variable>& params) {
 double clip_grad_norm_(const std::vector<Variable>& params, double max_norm) {
   DT_CHECK_ARG(max_norm > 0, "clip_grad_norm_: max_norm must be positive, got ", max_norm);
   const double norm = grad_norm(params);
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef < 1) {
-    for (const Variable& p : params) {
-      if (!p.grad().defined()) continue;
-      Tensor local = p.grad().to_local();
-      local.copy_(kernels::mul_scalar(local, coef));
-    }
-  }
+  clip_grads_to_norm_(params, max_norm, norm);
   return norm;
+}
+
+void clip_grads_to_norm_(const std::vector<Variable>& params, double max_norm, double norm) {
+  DT_CHECK_ARG(max_norm > 0, "clip_grads_to_norm_: max_norm must be positive, got ", max_norm);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef >= 1) return;
+  for (const Variable& p : params) {
+    if (!p.grad().defined()) continue;
+    Tensor local = p.grad().to_local();
+    local.copy_(kernels::mul_scalar(local, coef));
+  }
 }
 
 void all_reduce_gradients(const std::vector<Variable>& params, const DeviceMesh& dp, ReduceOp op) {

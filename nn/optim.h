@@ -117,6 +117,9 @@ double grad_norm(const std::vector<Variable>& params);
 // Scales the gradients by min(1, max_norm / (norm + 1e-6)) and returns the norm before clipping (PyTorch's
 // clip_grad_norm_).
 double clip_grad_norm_(const std::vector<Variable>& params, double max_norm);
+// clip_grad_norm_'s scaling for a norm computed elsewhere (over pipeline stages: pipeline::clip_grad_norm_): the
+// gradients times max_norm / (norm + 1e-6) when that is below 1.
+void clip_grads_to_norm_(const std::vector<Variable>& params, double max_norm, double norm);
 
 // Reduces the gradients over a data-parallel mesh (1-d: the dp dim; kAvg averages, kSum adds) with one all-reduce
 // per dtype and device (the local gradients are packed into one buffer). Every rank of that mesh calls it with the

@@ -1,0 +1,83 @@
+// Runs a validated schedule (pipeline/schedule.h) on this rank's stages: one training step's forwards and backwards
+// over the microbatches, the boundary tensors sent to and received from the neighbouring stages' ranks.
+//
+//   pipeline::PipelineRunner runner({.schedule = pipeline::by_name("1f1b", pp, m), .pp_rank = r,
+//                                    .pp_comm = mesh.comm("pp"), .stage_mesh = mesh["tp"], .stages = mine,
+//                                    .boundary_shape = [&](int, int mb) { return Shape{rows(mb), seq, dim}; }});
+//   double loss = runner.step(ids_per_mb, targets_per_mb, loss_fn);   // gradients accumulated into .grad()
+//   pipeline::clip_grad_norm_(params, 1.0, mesh.comm("pp")); opt.step(); opt.zero_grad();
+//
+// Note [Pipeline runner]
+// - Each rank walks its own action list in order (Note [Pipeline schedule semantics] in validate.h). A forward takes
+//   the first stage's microbatch input, a tensor received from the previous stage's rank, or the previous stage's
+//   output on this rank; that input is a fresh autograd leaf, so a backward stops at the stage boundary and leaves
+//   the input's gradient in the leaf, which SEND_B sends (or the previous stage on this rank takes).
+// - The last stage's loss_fn gives each microbatch's loss; its backward starts there. The caller scales the loss
+//   (sum over tokens / the global batch's tokens makes any microbatch split equal to one batch); gradients of every
+//   microbatch accumulate into the parameters' .grad(), as gradient accumulation does.
+// - Boundary tensors are Replicate on the stage mesh (tensor parallelism inside a stage keeps its activations
+//   replicated between blocks), so each rank sends its whole local tensor to the rank with the same coordinate on the
+//   next stage's sub-mesh: one point-to-point message on the pp communicator. Their shapes come from boundary_shape
+//   (no forward run to discover them).
+// - The communicator pairs messages between two ranks in the order they are posted, while a schedule may receive them
+//   in another order (the validator matches them by identity, as tagged messages: the interleaved schedule with
+//   p = 2 and m = 5 receives a gradient before an activation posted earlier on the same channel). The runner knows
+//   every sender's posting order from the schedule, so a RECV takes the messages in front of its own off the channel
+//   first and keeps them until their RECV comes: the buffered, tagged semantics the validator assumes, on an
+//   in-order transport, with no wait the schedule does not already have (an earlier message was posted earlier).
+// - Sends are asynchronous and waited for at the end of the step; a receive waits at once. Any failure (a dead peer,
+//   a timeout) is rethrown naming this rank, the action's index and the action.
+// - I and W (zero-bubble schedules) and FSDP's actions are not run yet: such a schedule is refused at construction.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "collectives/communicator.h"
+#include "dtensor/device_mesh.h"
+#include "dtensor/dtensor.h"
+#include "nn/module.h"
+#include "pipeline/schedule.h"
+
+namespace dt::pipeline {
+
+struct StageModule {
+  int stage = 0;
+  nn::ModulePtr module = nullptr;
+};
+
+using LossFn = std::function<nn::Variable(const nn::Variable& output, const DTensor& target)>;
+
+struct RunnerOptions {
+  Schedule schedule = {};
+  int pp_rank = 0;                       // this rank's index in the schedule (its coordinate on the pp mesh dim)
+  CommunicatorPtr pp_comm = nullptr;     // the pp dim's communicator: its rank i holds pp coordinate i
+  DeviceMesh stage_mesh = {};            // the mesh this rank's stage modules live on
+  std::vector<StageModule> stages = {};  // this rank's stages, those the schedule places on pp_rank
+  // The global shape of stage `stage`'s input for microbatch `mb` (stage > 0): the previous stage's output.
+  std::function<Shape(int stage, int mb)> boundary_shape = nullptr;
+  DType boundary_dtype = DType::f32;
+};
+
+class PipelineRunner {
+ public:
+  explicit PipelineRunner(RunnerOptions options);
+  // One step over the schedule's microbatches: inputs[mb] (the first stage's rank) and targets[mb] (the last
+  // stage's rank) on the stage mesh; other ranks may pass empty vectors. Returns the sum of the microbatch losses,
+  // on every rank.
+  double step(const std::vector<DTensor>& inputs, const std::vector<DTensor>& targets, const LossFn& loss_fn);
+  const Schedule& schedule() const { return options_.schedule; }
+
+ private:
+  RunnerOptions options_;
+  std::vector<nn::ModulePtr> by_stage_;  // stage -> module on this rank (null elsewhere)
+  // peer rank -> the RECVs of this rank that the messages from that peer answer, in the peer's posting order
+  std::vector<std::vector<Action>> incoming_;
+};
+
+// The global gradient norm of parameters spread over pipeline stages (each rank holds its stages'), clipped as
+// nn::clip_grad_norm_ clips: the squared norms are summed over `pp_comm` first. Returns the total norm.
+double clip_grad_norm_(const std::vector<nn::Variable>& params, double max_norm, const CommunicatorPtr& pp_comm);
+
+}  // namespace dt::pipeline
