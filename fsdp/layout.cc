@@ -42,22 +42,35 @@ void place_shard(ParamLayout& p, const DeviceMesh& param_mesh, const ShardingSpe
                  ", which shares mesh dim ", d, " of ", root.to_string(), " with the FSDP mesh ", mesh.to_string());
     owner[size_t(d)] = 1;
   }
-  for (size_t d = 0; d < owner.size(); ++d)
-    DT_CHECK_ARG(owner[d] >= 0 || root.size(int64_t(d)) == 1, "fully_shard: mesh dim ", d, " of ", root.to_string(),
-                 " belongs to neither the FSDP mesh ", mesh.to_string(), " nor parameter ", p.name, "'s mesh ",
-                 param_mesh.to_string());
-  std::vector<Placement> pl(size_t(root.ndim()), Replicate{});
-  for (size_t i = 0; i < param_dims.size(); ++i) pl[size_t(param_dims[i])] = param_spec.placement(int64_t(i));
-  const int64_t fsdp_shard = fsdp_dims[size_t(shard_dim)];
+  // The shard mesh: the root's dims that FSDP or the parameter uses, and those of size 1. A larger dim used by
+  // neither (a pipeline's pp dim, whose coordinates hold other stages) is left out: the shard mesh is then the
+  // sub-mesh of the others through this rank, which needs named dims.
+  std::vector<int64_t> kept, sub_index(size_t(root.ndim()), -1);
+  std::vector<std::string> kept_names;
+  for (int64_t d = 0; d < root.ndim(); ++d) {
+    if (owner[size_t(d)] < 0 && root.size(d) > 1) {
+      DT_CHECK_ARG(root.shape().has_names(), "fully_shard: mesh dim ", d, " of ", root.to_string(),
+                   " belongs to neither the FSDP mesh ", mesh.to_string(), " nor parameter ", p.name, "'s mesh ",
+                   param_mesh.to_string(), " (name the mesh's dims to leave it out of the shards' mesh)");
+      continue;
+    }
+    sub_index[size_t(d)] = int64_t(kept.size());
+    kept.push_back(d);
+    if (root.shape().has_names()) kept_names.push_back(root.shape().names()[size_t(d)]);
+  }
+  std::vector<Placement> pl(kept.size(), Replicate{});
+  for (size_t i = 0; i < param_dims.size(); ++i)
+    pl[size_t(sub_index[size_t(param_dims[i])])] = param_spec.placement(int64_t(i));
+  const int64_t fsdp_shard = sub_index[size_t(fsdp_dims[size_t(shard_dim)])];
   pl[size_t(fsdp_shard)] = Shard{0};
   ShardOrder order;
   for (int64_t t = 0; t < int64_t(p.global_shape.size()); ++t) {
     std::vector<int64_t> splitters;
-    for (int64_t m : param_spec.splitters(t)) splitters.push_back(param_dims[size_t(m)]);
+    for (int64_t m : param_spec.splitters(t)) splitters.push_back(sub_index[size_t(param_dims[size_t(m)])]);
     if (t == 0) splitters.push_back(fsdp_shard);
     if (!splitters.empty()) order[t] = splitters;
   }
-  p.shard_mesh = root;
+  p.shard_mesh = kept.size() == size_t(root.ndim()) ? root : root.sub_mesh(kept_names);
   p.shard_spec = ShardingSpec(pl, order);
 }
 

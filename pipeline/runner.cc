@@ -60,6 +60,10 @@ PipelineRunner::PipelineRunner(RunnerOptions options) : options_(std::move(optio
     DT_CHECK_ARG(s.stage_rank[size_t(st)] != options_.pp_rank || by_stage_[size_t(st)] != nullptr,
                  "PipelineRunner: the schedule places stage ", st, " on rank ", options_.pp_rank,
                  " but no module was given for it");
+  last_backward_.assign(size_t(s.num_stages), 0);
+  const std::vector<Action>& mine = s.actions[size_t(options_.pp_rank)];
+  for (size_t i = 0; i < mine.size(); ++i)
+    if (mine[i].kind == ActionKind::kBackward) last_backward_[size_t(mine[i].stage)] = i;
   incoming_.assign(size_t(s.num_ranks), {});
   for (int r = 0; r < s.num_ranks; ++r)
     for (const Action& a : s.actions[size_t(r)])
@@ -151,6 +155,7 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
           auto it = flights.find(key);
           DT_ASSERT(it != flights.end(), "no forward for ", to_string(a));
           Flight& f = it->second;
+          if (options_.before_backward) options_.before_backward(a.stage, i == last_backward_[size_t(a.stage)]);
           if (a.stage == last) {
             nn::backward({f.output});
           } else {

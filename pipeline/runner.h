@@ -27,6 +27,8 @@
 //   in-order transport, with no wait the schedule does not already have (an earlier message was posted earlier).
 // - Sends are asynchronous and waited for at the end of the step; a receive waits at once. Any failure (a dead peer,
 //   a timeout) is rethrown naming this rank, the action's index and the action.
+// - Data parallelism and FSDP inside a stage are the stage's own: each dp rank runs the schedule on its rows of every
+//   microbatch, and before_backward lets FSDP reduce once, after the stage's last microbatch.
 // - I and W (zero-bubble schedules) and FSDP's actions are not run yet: such a schedule is refused at construction.
 #pragma once
 
@@ -58,6 +60,9 @@ struct RunnerOptions {
   // The global shape of stage `stage`'s input for microbatch `mb` (stage > 0): the previous stage's output.
   std::function<Shape(int stage, int mb)> boundary_shape = nullptr;
   DType boundary_dtype = DType::f32;
+  // Called before each backward of a stage; `last`: the stage's final backward of the step. FSDP inside a stage
+  // reduces its gradients once a step: fsdp_module.set_requires_gradient_sync(last).
+  std::function<void(int stage, bool last)> before_backward = nullptr;
 };
 
 class PipelineRunner {
@@ -74,6 +79,7 @@ class PipelineRunner {
   std::vector<nn::ModulePtr> by_stage_;  // stage -> module on this rank (null elsewhere)
   // peer rank -> the RECVs of this rank that the messages from that peer answer, in the peer's posting order
   std::vector<std::vector<Action>> incoming_;
+  std::vector<size_t> last_backward_;  // stage -> the index of its last backward in this rank's list
 };
 
 // The global gradient norm of parameters spread over pipeline stages (each rank holds its stages'), clipped as

@@ -11,10 +11,13 @@
 #include <mutex>
 
 #include "collectives/thread/thread_comm.h"
+#include "dtensor/comm_counter.h"
+#include "fsdp/fully_shard.h"
 #include "kernels/ops/elementwise.h"
 #include "kernels/ops/reduction.h"
 #include "nn/models/gpt.h"
 #include "nn/optim.h"
+#include "nn/parallel.h"
 #include "pipeline/gpt_stage.h"
 #include "pipeline/schedule_builders.h"
 #include "pipeline/validate.h"
@@ -35,6 +38,7 @@ nn::GptConfig config(int64_t layers) {
 
 struct Trained {
   std::vector<double> losses;
+  int64_t reduce_scatters = 0;  // issued by rank 0 over the run
   std::map<std::string, Tensor> params;
 };
 
@@ -76,54 +80,89 @@ const Trained& one_process(int64_t layers) {
   return cache[layers] = out;
 }
 
-Trained pipelined(const Schedule& schedule, int64_t layers) {
+// Inside each stage: dp ranks share every microbatch's rows (FSDP over dp when `fsdp`, reducing once a step, else
+// the gradients all-reduced after the step), tp ranks split the blocks (Megatron's plan).
+struct Inner {
+  int64_t dp = 1, tp = 1;
+  bool fsdp = false;
+};
+
+Trained pipelined(const Schedule& schedule, int64_t layers, const Inner& in = {}) {
   Trained out;
   std::mutex mu;
-  run_threads(schedule.num_ranks, [&](CommunicatorPtr world) {
+  const int64_t pp = schedule.num_ranks;
+  run_threads(int(pp * in.dp * in.tp), [&](CommunicatorPtr world) {
     set_default_world(world, true);
-    DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {schedule.num_ranks, 1}, {"pp", "tp"});
-    DeviceMesh stage_mesh = mesh["tp"];
-    const int me = int(mesh.local_rank("pp"));
+    DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {pp, in.dp, in.tp}, {"pp", "dp", "tp"});
+    DeviceMesh stage_mesh = mesh["tp"], dp_tp = mesh[{"dp", "tp"}];
+    const int me = int(mesh.local_rank("pp")), dp_rank = int(mesh.local_rank("dp"));
     const nn::GptConfig cfg = config(layers);
     auto model = std::make_shared<nn::Gpt>(cfg);  // declared whole; only this rank's stages are materialized
+    if (in.tp > 1) nn::parallelize_module(model, stage_mesh, nn::gpt_tp_plan(cfg, false));
     std::vector<StageModule> mine;
     std::vector<Variable> params;
+    std::map<int, fsdp::FsdpModule> sharded;
+    const fsdp::FsdpOptions fo{.mesh_dims = {"dp"}, .reshard_after_forward = false, .gradient_divide_factor = 1.0};
     for (int s = 0; s < schedule.num_stages; ++s) {
       if (schedule.stage_rank[size_t(s)] != me) continue;
       nn::ModulePtr stage = gpt_stage(model, s, schedule.num_stages);
       stage->materialize(stage_mesh, 5);
+      if (in.fsdp) {
+        for (auto& [name, child] : stage->named_modules())
+          if (name.rfind("layers.", 0) == 0 && name.find('.', 7) == std::string::npos)
+            fsdp::fully_shard(child, dp_tp, fo);
+        sharded.emplace(s, fsdp::fully_shard(stage, dp_tp, fo));
+      }
       for (const Variable& p : stage->parameters()) params.push_back(p);
       mine.push_back({s, stage});
     }
     const int m = schedule.num_microbatches;
+    // This dp rank's rows of microbatch mb.
+    const auto rows_of = [&](int mb) {
+      const IndexRange mrows = chunk_range(kBatch, m, mb), part = chunk_range(mrows.size(), in.dp, dp_rank);
+      return IndexRange{mrows.begin + part.begin, mrows.begin + part.end};
+    };
     PipelineRunner runner({.schedule = schedule,
                            .pp_rank = me,
                            .pp_comm = mesh.comm("pp"),
                            .stage_mesh = stage_mesh,
                            .stages = mine,
-                           .boundary_shape = [&](int, int mb) {
-                             return Shape{chunk_range(kBatch, m, mb).size(), kSeq, cfg.dim};
-                           }});
+                           .boundary_shape =
+                               [&](int, int mb) {
+                                 return Shape{rows_of(mb).size(), kSeq, cfg.dim};
+                               },
+                           .before_backward =
+                               [&](int stage, bool last) {
+                                 if (in.fsdp) sharded.at(stage).set_requires_gradient_sync(last);
+                               }});
     nn::AdamW opt = make_optimizer(params);
+    CommCounter counter;
     for (int64_t step = 0; step < kSteps; ++step) {
       const Tensor tokens = nn_test::step_tokens(kBatch, kSeq, cfg.vocab, step);
       std::vector<DTensor> inputs, targets;
       for (int mb = 0; mb < m; ++mb) {
-        const IndexRange rows = chunk_range(kBatch, m, mb);
+        const IndexRange rows = rows_of(mb);
         Tensor part = tokens.narrow(0, rows.begin, rows.size());
         inputs.push_back(nn_test::replicate_on(part.narrow(1, 0, kSeq).contiguous(), stage_mesh));
         targets.push_back(nn_test::replicate_on(part.narrow(1, 1, kSeq).contiguous(), stage_mesh));
       }
-      const double loss = runner.step(inputs, targets, token_loss);
+      Tensor loss = Tensor::from_vector({runner.step(inputs, targets, token_loss)}, {1}, DType::f64);
+      if (in.dp > 1) {
+        if (!in.fsdp) nn::all_reduce_gradients(params, mesh["dp"], ReduceOp::kSum);
+        mesh.comm("dp")->all_reduce(loss, ReduceOp::kSum)->wait();
+      }
       clip_grad_norm_(params, 1.0, mesh.comm("pp"));
       opt.step();
       opt.zero_grad();
       std::lock_guard<std::mutex> lock(mu);
-      if (me == 0) out.losses.push_back(loss);
+      if (world->rank() == 0) out.losses.push_back(loss.data<double>()[0]);
     }
-    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::pair<std::string, Tensor>> full;
     for (const StageModule& st : mine)
-      for (auto& [n, p] : st.module->named_parameters()) out.params[n] = p.full_tensor();
+      for (auto& [n, p] : st.module->named_parameters()) full.emplace_back(n, p.full_tensor());
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [n, t] : full) out.params[n] = t;
+    if (world->rank() == 0) out.reduce_scatters = counter.count(CollectiveKind::kReduceScatter);
   });
   return out;
 }
@@ -170,6 +209,23 @@ TEST(PipelineRunner, InterleavedEqualsOneProcess) {
   // 4 stages on 2 ranks (stage s on rank s % 2): stage 1 -> 2 crosses from rank 1 back to rank 0.
   expect_matches(pipelined(interleaved_one_f_one_b(2, 4, 2), 4), one_process(4), "interleaved pp 2 x v 2");
   expect_matches(pipelined(interleaved_one_f_one_b(2, 2, 2), 3), one_process(3), "interleaved pp 2 x v 2, 3 layers");
+}
+
+// TP and data parallelism inside the stages: pp 2 x tp 2, pp 2 x dp 2 (FSDP reducing once a step, and plain
+// gradient all-reduce), and pp 2 x dp 2 x tp 2 on 8 ranks.
+TEST(PipelineRunner, ComposedWithTensorAndDataParallelismEqualsOneProcess) {
+  expect_matches(pipelined(one_f_one_b(2, 3), 3, {.tp = 2}), one_process(3), "1f1b pp 2 x tp 2");
+  const Trained fsdp3 = pipelined(one_f_one_b(2, 3), 3, {.dp = 2, .fsdp = true});
+  expect_matches(fsdp3, one_process(3), "1f1b pp 2 x fsdp 2");
+  // FSDP reduces once a step, after the stage's last microbatch: as many reduce-scatters as with one microbatch.
+  const Trained fsdp1 = pipelined(one_f_one_b(2, 1), 3, {.dp = 2, .fsdp = true});
+  EXPECT_GT(fsdp1.reduce_scatters, 0);
+  EXPECT_EQ(fsdp3.reduce_scatters, fsdp1.reduce_scatters);
+  std::printf("  reduce-scatters of rank 0 over %lld steps: %lld with 3 microbatches, %lld with 1\n",
+              (long long)kSteps, (long long)fsdp3.reduce_scatters, (long long)fsdp1.reduce_scatters);
+  expect_matches(pipelined(gpipe(2, 2), 3, {.dp = 2}), one_process(3), "gpipe pp 2 x dp 2 (all-reduce)");
+  expect_matches(pipelined(interleaved_one_f_one_b(2, 4, 2), 4, {.dp = 2, .tp = 2, .fsdp = true}), one_process(4),
+                 "interleaved pp 2 x v 2 x fsdp 2 x tp 2");
 }
 
 TEST(PipelineRunner, StageLayersSplitEvenly) {
