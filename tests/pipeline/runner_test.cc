@@ -221,8 +221,8 @@ TEST(PipelineRunner, ComposedWithTensorAndDataParallelismEqualsOneProcess) {
   const Trained fsdp1 = pipelined(one_f_one_b(2, 1), 3, {.dp = 2, .fsdp = true});
   EXPECT_GT(fsdp1.reduce_scatters, 0);
   EXPECT_EQ(fsdp3.reduce_scatters, fsdp1.reduce_scatters);
-  std::printf("  reduce-scatters of rank 0 over %lld steps: %lld with 3 microbatches, %lld with 1\n",
-              (long long)kSteps, (long long)fsdp3.reduce_scatters, (long long)fsdp1.reduce_scatters);
+  std::printf("  reduce-scatters of rank 0 over %lld steps: %lld with 3 microbatches, %lld with 1\n", (long long)kSteps,
+              (long long)fsdp3.reduce_scatters, (long long)fsdp1.reduce_scatters);
   expect_matches(pipelined(gpipe(2, 2), 3, {.dp = 2}), one_process(3), "gpipe pp 2 x dp 2 (all-reduce)");
   expect_matches(pipelined(interleaved_one_f_one_b(2, 4, 2), 4, {.dp = 2, .tp = 2, .fsdp = true}), one_process(4),
                  "interleaved pp 2 x v 2 x fsdp 2 x tp 2");
