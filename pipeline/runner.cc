@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "core/crc32c.h"
 #include "core/error.h"
 #include "core/trace.h"
 #include "nn/autograd.h"
@@ -64,6 +65,7 @@ PipelineRunner::PipelineRunner(RunnerOptions options) : options_(std::move(optio
   const std::vector<Action>& mine = s.actions[size_t(options_.pp_rank)];
   for (size_t i = 0; i < mine.size(); ++i)
     if (mine[i].kind == ActionKind::kBackward) last_backward_[size_t(mine[i].stage)] = i;
+  check_same_schedule();
   incoming_.assign(size_t(s.num_ranks), {});
   for (int r = 0; r < s.num_ranks; ++r)
     for (const Action& a : s.actions[size_t(r)])
@@ -71,6 +73,19 @@ PipelineRunner::PipelineRunner(RunnerOptions options) : options_(std::move(optio
         const Action recv = peer_transfer(a);
         if (s.stage_rank[size_t(recv.stage)] == options_.pp_rank) incoming_[size_t(r)].push_back(recv);
       }
+}
+
+void PipelineRunner::check_same_schedule() const {
+  const Schedule& s = options_.schedule;
+  const std::string text = format_schedule(s);
+  Tensor mine = Tensor::from_vector({double(crc32c(text.data(), text.size()))}, {1}, DType::i64);  // 32 bits: exact
+  Tensor all = Tensor::empty({int64_t(s.num_ranks)}, DType::i64, Device::cpu());
+  options_.pp_comm->all_gather(mine, all)->wait();
+  const int64_t* crc = all.data<int64_t>();
+  for (int r = 0; r < s.num_ranks; ++r)
+    DT_CHECK_ARG(crc[r] == crc[options_.pp_rank], "PipelineRunner: rank ", r, "'s schedule differs from rank ",
+                 options_.pp_rank, "'s '", s.name, "' (CRC32C of the table ", crc[r], " vs ", crc[options_.pp_rank],
+                 "): every pipeline rank must run the same schedule");
 }
 
 double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vector<DTensor>& targets,

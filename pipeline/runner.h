@@ -67,6 +67,8 @@ struct RunnerOptions {
 
 class PipelineRunner {
  public:
+  // Validates the schedule and checks that every pp rank was given the same one (a CRC of its table, all-gathered:
+  // collective over the pp communicator), before any step.
   explicit PipelineRunner(RunnerOptions options);
   // One step over the schedule's microbatches: inputs[mb] (the first stage's rank) and targets[mb] (the last
   // stage's rank) on the stage mesh; other ranks may pass empty vectors. Returns the sum of the microbatch losses,
@@ -75,6 +77,7 @@ class PipelineRunner {
   const Schedule& schedule() const { return options_.schedule; }
 
  private:
+  void check_same_schedule() const;
   RunnerOptions options_;
   std::vector<nn::ModulePtr> by_stage_;  // stage -> module on this rank (null elsewhere)
   // peer rank -> the RECVs of this rank that the messages from that peer answer, in the peer's posting order
