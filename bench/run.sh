@@ -23,7 +23,7 @@
 # Environment: DT_BENCH_ROUNDS (3), DT_BENCH_RANKS ("2 4"), DT_BENCH_SAMPLES (9), DT_BENCH_WARMUP (3),
 # DT_BENCH_REDIST_SAMPLES (25: alternating redistribution / bare samples per row of bench/redistribute),
 # DT_BENCH_NO_MPI=1 to skip the reference,
-# DT_BENCH_ONLY=collectives|ops|redistribute|attention|generate|train|fsdp|checkpoint|trainer|trace;
+# DT_BENCH_ONLY=collectives|ops|redistribute|attention|generate|train|fsdp|checkpoint|trainer|trace|pipeline;
 # bench/train/run.py, bench/fsdp/run.py, bench/checkpoint/run.py and bench/trainer/run.py list their own
 # (DT_BENCH_TRAIN_*, DT_BENCH_FSDP_*, DT_BENCH_CKPT_*, DT_BENCH_TRAINER_*; DT_BENCH_VENV: the PyTorch venv).
 set -euo pipefail
@@ -69,7 +69,8 @@ fi
 #   trainer     the trainer tools/dttrain (FSDP, 2 processes) against PyTorch FSDP2 on gloo: the same Llama, token
 #               file (the King James Bible) and recipe
 #   trace       what DT_TRACE costs: train_gpt untraced and traced, one process and FSDP on 2
-for driver in attention generate train fsdp checkpoint trainer trace; do
+#   pipeline    each pipeline schedule's bubble, measured from the per-rank timelines, against its theory
+for driver in attention generate train fsdp checkpoint trainer trace pipeline; do
   [ -z "$only" ] || [ "$only" = "$driver" ] || continue
   echo "== bench/$driver" >&2
   [ "$only" = "$driver" ] && exec /usr/bin/python3 "$root/bench/$driver/run.py" "$build"
