@@ -33,6 +33,7 @@ thread_local uint64_t t_next_seq = 0;
 thread_local bool t_grad_enabled = true;
 thread_local int t_backward_depth = 0;
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+thread_local WeightGradQueue* t_weight_queue = nullptr;
 
 }  // namespace
 
@@ -292,5 +293,25 @@ void queue_callback(std::function<void()> fn) {
 }
 
 bool in_backward() { return t_backward_depth > 0; }
+
+void WeightGradQueue::run() {
+  std::vector<std::function<void()>> work = std::move(work_);
+  work_.clear();
+  for (auto& w : work) w();
+}
+
+DeferWeightGrads::DeferWeightGrads(WeightGradQueue& queue) : prev_(t_weight_queue) { t_weight_queue = &queue; }
+DeferWeightGrads::~DeferWeightGrads() { t_weight_queue = prev_; }
+
+WeightGradQueue* deferred_weight_grads() { return t_weight_queue; }
+
+bool can_defer_grad(const Variable& weight) {
+  return weight.defined() && weight.is_leaf() && weight.requires_grad() && !weight.impl()->grad_sink;
+}
+
+void deliver_leaf_grad(const Variable& leaf, DTensor grad) {
+  DT_CHECK_ARG(leaf.defined() && leaf.is_leaf(), "deliver_leaf_grad: not a leaf");
+  accumulate_into_leaf(leaf, std::move(grad));
+}
 
 }  // namespace dt::nn

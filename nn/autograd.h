@@ -92,6 +92,43 @@ void queue_callback(std::function<void()> fn);
 // Whether this thread is inside backward().
 bool in_backward();
 
+// Note [Deferred weight gradients]
+// Zero-bubble pipeline schedules split a backward in two: I, the gradients of the inputs (on the critical path to the
+// previous stage), and W, the weights' (run later, to fill a bubble). While a DeferWeightGrads scope is open on a
+// thread, an op that supports it (linear) computes its input gradient only and queues the weight's into the scope's
+// WeightGradQueue; queue.run() computes them later and delivers each to its leaf as backward would (the leaf's hooks,
+// then deliver_grad). Only weights that are plain leaves are deferred: one with a grad sink (FSDP reduces a group's
+// gradients at the end of its backward) keeps its gradient in I, as does every op without support. The gradients are
+// the same numbers either way; only when they are computed moves.
+class WeightGradQueue {
+ public:
+  void push(std::function<void()> work) { work_.push_back(std::move(work)); }
+  // Computes and delivers the queued weight gradients, in the order they were queued; the queue is then empty.
+  void run();
+  size_t size() const { return work_.size(); }
+
+ private:
+  std::vector<std::function<void()>> work_;
+};
+
+class DeferWeightGrads {
+ public:
+  explicit DeferWeightGrads(WeightGradQueue& queue);
+  ~DeferWeightGrads();
+  DeferWeightGrads(const DeferWeightGrads&) = delete;
+  DeferWeightGrads& operator=(const DeferWeightGrads&) = delete;
+
+ private:
+  WeightGradQueue* prev_;
+};
+
+// The queue of this thread's innermost DeferWeightGrads scope, or null.
+WeightGradQueue* deferred_weight_grads();
+// Whether `weight`'s gradient may be deferred: a leaf that requires grad and has no grad sink.
+bool can_defer_grad(const Variable& weight);
+// Delivers a gradient computed outside backward to a leaf as backward would: its tensor hooks, then deliver_grad.
+void deliver_leaf_grad(const Variable& leaf, DTensor grad);
+
 // Sums two gradients of one tensor (their placements may differ: the second is brought to the first's).
 DTensor accumulate_grad(const DTensor& a, const DTensor& b);
 // Zeros with t's global shape, dtype, mesh and placements (Partial: zeros are a valid partial value).

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "core/crc32c.h"
@@ -45,9 +46,9 @@ PipelineRunner::PipelineRunner(RunnerOptions options) : options_(std::move(optio
                "PipelineRunner: boundary_shape is needed to receive stage inputs");
   for (const auto& list : s.actions)
     for (const Action& a : list)
-      DT_CHECK_ARG(a.kind != ActionKind::kBackwardInput && a.kind != ActionKind::kBackwardWeight && !is_fsdp(a.kind),
-                   "PipelineRunner: the schedule '", s.name, "' has ", to_string(a),
-                   ": split backward (I / W) and FSDP actions are not supported by the runner yet");
+      DT_CHECK_ARG(!is_fsdp(a.kind), "PipelineRunner: the schedule '", s.name, "' has ", to_string(a),
+                   ": FSDP's actions are not run by the runner yet (FSDP inside a stage unshards and reduces through "
+                   "its own hooks: see before_backward)");
   by_stage_.assign(size_t(s.num_stages), nullptr);
   for (const StageModule& m : options_.stages) {
     DT_CHECK_ARG(m.stage >= 0 && m.stage < s.num_stages && m.module != nullptr, "PipelineRunner: stage ", m.stage,
@@ -64,7 +65,8 @@ PipelineRunner::PipelineRunner(RunnerOptions options) : options_(std::move(optio
   last_backward_.assign(size_t(s.num_stages), 0);
   const std::vector<Action>& mine = s.actions[size_t(options_.pp_rank)];
   for (size_t i = 0; i < mine.size(); ++i)
-    if (mine[i].kind == ActionKind::kBackward) last_backward_[size_t(mine[i].stage)] = i;
+    if (mine[i].kind == ActionKind::kBackward || mine[i].kind == ActionKind::kBackwardInput)
+      last_backward_[size_t(mine[i].stage)] = i;
   check_same_schedule();
   incoming_.assign(size_t(s.num_ranks), {});
   for (int r = 0; r < s.num_ranks; ++r)
@@ -105,9 +107,10 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
     DT_CHECK_ARG(loss_fn != nullptr, "PipelineRunner::step: the loss function is null");
   }
   std::map<Key, Flight> flights;
-  std::map<Key, DTensor> arrived;                 // stage inputs received, or handed over by the previous stage here
-  std::map<Key, DTensor> input_grads;             // stage inputs' gradients waiting for their SEND_B
-  std::vector<std::pair<WorkPtr, Tensor>> sends;  // waited for at the end; the tensor lives until then
+  std::map<Key, DTensor> arrived;                  // stage inputs received, or handed over by the previous stage here
+  std::map<Key, DTensor> input_grads;              // stage inputs' gradients waiting for their SEND_B
+  std::map<Key, nn::WeightGradQueue> weight_work;  // I ran, W not yet
+  std::vector<std::pair<WorkPtr, Tensor>> sends;   // waited for at the end; the tensor lives until then
   double loss_sum = 0;
   // Messages taken off a channel ahead of their RECV, and how many each channel has delivered.
   std::map<std::pair<ActionKind, Key>, Tensor> early;
@@ -166,17 +169,21 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
           }
           break;
         }
-        case ActionKind::kBackward: {
+        case ActionKind::kBackward:
+        case ActionKind::kBackwardInput: {
           auto it = flights.find(key);
           DT_ASSERT(it != flights.end(), "no forward for ", to_string(a));
           Flight& f = it->second;
           if (options_.before_backward) options_.before_backward(a.stage, i == last_backward_[size_t(a.stage)]);
+          std::optional<nn::DeferWeightGrads> defer;  // I: the weights' gradients wait for W
+          if (a.kind == ActionKind::kBackwardInput) defer.emplace(weight_work[key]);
           if (a.stage == last) {
             nn::backward({f.output});
           } else {
             DT_ASSERT(f.output_grad.defined(), "no output gradient for ", to_string(a));
             nn::backward({f.output}, {f.output_grad});
           }
+          defer.reset();
           if (a.stage > 0) {
             DT_ASSERT(f.input.grad().defined(), "no input gradient after ", to_string(a));
             const DTensor g = f.input.grad();
@@ -204,8 +211,13 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
         case ActionKind::kRecvB:
           flights[key].output_grad = receive(a);
           break;
-        case ActionKind::kBackwardInput:
-        case ActionKind::kBackwardWeight:
+        case ActionKind::kBackwardWeight: {
+          auto it = weight_work.find(key);
+          DT_ASSERT(it != weight_work.end(), "no input backward before ", to_string(a));
+          it->second.run();
+          weight_work.erase(it);
+          break;
+        }
         case ActionKind::kUnshard:
         case ActionKind::kReshard:
         case ActionKind::kReduceGrad:

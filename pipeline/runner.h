@@ -29,7 +29,12 @@
 //   a timeout) is rethrown naming this rank, the action's index and the action.
 // - Data parallelism and FSDP inside a stage are the stage's own: each dp rank runs the schedule on its rows of every
 //   microbatch, and before_backward lets FSDP reduce once, after the stage's last microbatch.
-// - I and W (zero-bubble schedules) and FSDP's actions are not run yet: such a schedule is refused at construction.
+// - I runs the backward with the weights' gradients deferred (Note [Deferred weight gradients] in nn/autograd.h:
+//   Linear weights that are plain leaves), W computes them; the numbers are B's. Weights that FSDP shards keep their
+//   gradients in I (FSDP reduces a group when its backward ends), so under FSDP a zero-bubble schedule runs exactly
+//   but W has less to fill the bubbles with.
+// - FSDP's actions (UNSHARD, RESHARD, REDUCE_GRAD) are not run yet: FSDP inside a stage acts through its own hooks;
+//   such a schedule is refused at construction.
 #pragma once
 
 #include <functional>
@@ -60,8 +65,8 @@ struct RunnerOptions {
   // The global shape of stage `stage`'s input for microbatch `mb` (stage > 0): the previous stage's output.
   std::function<Shape(int stage, int mb)> boundary_shape = nullptr;
   DType boundary_dtype = DType::f32;
-  // Called before each backward of a stage; `last`: the stage's final backward of the step. FSDP inside a stage
-  // reduces its gradients once a step: fsdp_module.set_requires_gradient_sync(last).
+  // Called before each backward (B or I) of a stage; `last`: the stage's final backward of the step. FSDP inside a
+  // stage reduces its gradients once a step: fsdp_module.set_requires_gradient_sync(last).
   std::function<void(int stage, bool last)> before_backward = nullptr;
 };
 

@@ -1,8 +1,10 @@
 // bench/pipeline's program: a pipeline schedule run by PipelineRunner on stages that sleep instead of computing
-// (forward F ms, backward 2F ms: the unit costs of the schedules' theory), so that 4 ranks on 2 cores measure the
+// (forward F ms, backward 2F ms, of which F is the weights' under a zero-bubble schedule's W: the unit costs of the
+// schedules' theory), so that 4 ranks on 2 cores measure the
 // schedule, not the cores' contention. Run under dtrun with DT_TRACE set: each rank's timeline has a step span per
 // step and a span per action; bench/pipeline/run.py reads the bubble off them. Prints the schedule and, as one JSON
-// line, the simulator's bubble for it (pipeline::simulate at the same costs).
+// line, the simulator's bubble for it (pipeline::simulate at the same costs) and the theory's
+// (pipeline::theory_bubble).
 //
 //   DT_TRACE=/tmp/t dtrun --nproc-per-node 4 bench/pipeline_bubble --schedule 1f1b --microbatches 8 --steps 4
 #include <chrono>
@@ -30,7 +32,7 @@ struct Args {
 };
 
 constexpr const char* kUsage =
-    "usage: pipeline_bubble [--schedule gpipe|1f1b|interleaved] [--microbatches 8] [--stages-per-rank 1]\n"
+    "usage: pipeline_bubble [--schedule gpipe|1f1b|interleaved|zb-h1] [--microbatches 8] [--stages-per-rank 1]\n"
     "                       [--steps 4] [--forward-ms 20] [--print]\n"
     "Run under dtrun with one process per pipeline rank, DT_TRACE set to record the timelines.\n";
 
@@ -64,7 +66,13 @@ class SleepStage : public dt::nn::Module {
     const dt::nn::Variable y = dt::nn::mul(in[0], get_parameter("w"));
     return {dt::nn::record_one("sleep", {y}, y.data(),
                                [backward_ms](const std::vector<dt::DTensor>& g) -> std::vector<dt::DTensor> {
-                                 sleep_ms(backward_ms);
+                                 // A zero-bubble schedule's I: half now, the weights' half when W runs.
+                                 if (dt::nn::WeightGradQueue* w = dt::nn::deferred_weight_grads()) {
+                                   sleep_ms(backward_ms / 2);
+                                   w->push([backward_ms] { sleep_ms(backward_ms / 2); });
+                                 } else {
+                                   sleep_ms(backward_ms);
+                                 }
                                  return {g[0]};
                                })};
   }
@@ -117,11 +125,13 @@ int main(int argc, char** argv) {
       costs.backward_input = stage_ms;
       costs.backward_weight = stage_ms;
       const dt::pipeline::SimulationResult sim = dt::pipeline::simulate(schedule, costs);
+      const double theory =
+          dt::pipeline::theory_bubble(a.schedule, p, schedule.num_microbatches, int(a.stages_per_rank), costs);
       std::printf(
           "{\"schedule\": \"%s\", \"ranks\": %d, \"microbatches\": %d, \"stages_per_rank\": %lld, "
-          "\"forward_ms\": %g, \"simulated_bubble\": %.6f}\n",
+          "\"forward_ms\": %g, \"simulated_bubble\": %.6f, \"theory_bubble\": %.6f}\n",
           a.schedule.c_str(), p, schedule.num_microbatches, (long long)a.stages_per_rank, a.forward_ms,
-          sim.bubble_share);
+          sim.bubble_share, theory);
     }
     if (program.launched) dt::destroy_process_group();
     return 0;

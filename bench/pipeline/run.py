@@ -4,14 +4,15 @@
 Usage: run.py BUILD_DIR [--ranks 4] [--microbatches 8] [--steps 4] [--forward-ms 20] [--schedules gpipe,1f1b,...]
 
 For each schedule, `dtrun --nproc-per-node P pipeline_bubble` runs PipelineRunner with DT_TRACE set, on stages that
-sleep instead of computing (forward F ms, backward 2F ms; an interleaved rank's v stages F / v each): 4 ranks on a
-2-core machine would otherwise measure the cores' contention, not the schedule. Each rank's trace has a step span per
+sleep instead of computing (forward F ms, backward 2F ms, half of it the weights' W under ZB-H1; an interleaved
+rank's v stages F / v each): 4 ranks on a 2-core machine would otherwise measure the cores' contention, not the
+schedule. Each rank's trace has a step span per
 step and a span per action; a rank's bubble in a step is 1 - (its F and B spans) / (its step span), the step ending
 with the runner's loss all-reduce, so every rank's step spans the whole pipeline. The first step is a warm-up; a
 schedule's row is the median over the other steps of the mean over ranks, and every step's figure is printed.
-Theory: (p - 1) / (v m + p - 1) for GPipe, 1F1B and interleaved 1F1B (p = 4, m = 8: 27.3 %, and 15.8 % at v = 2);
-the simulator's figure (pipeline::simulate at the same costs) beside it. Target: within 3 points of theory.
-ZB-H1 is not measured: the runner does not run split backwards (I / W) yet.
+Theory (pipeline::theory_bubble, printed by the program): (p - 1) / (v m + p - 1) for GPipe, 1F1B and interleaved
+1F1B, (p - 1) / (3 m + p - 1) for ZB-H1 at these costs (p = 4, m = 8: 27.3 %, 15.8 % at v = 2, 11.1 %); the
+simulator's figure (pipeline::simulate at the same costs) beside it. Target: within 3 points of theory.
 
 Prints the table on stderr and one JSON line per schedule on stdout. Exits 1 when a run failed.
 """
@@ -25,8 +26,8 @@ import subprocess
 import sys
 import tempfile
 
-ACTION = re.compile(r"^\d+(F|B|I|W)\d+$")
-CASES = {"gpipe": 1, "1f1b": 1, "interleaved": 2}  # name -> stages per rank
+ACTION = re.compile(r"^\d+(F|B|I|W)\d+$")  # the compute actions' spans
+CASES = {"gpipe": 1, "1f1b": 1, "interleaved": 2, "zb-h1": 1}  # name -> stages per rank
 
 
 def measure(trace_dir):
@@ -76,7 +77,7 @@ def main():
                 continue
             sim = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][-1])
             steps, ranks = measure(d)
-        theory = (p - 1) / (v * m + p - 1)
+        theory = sim["theory_bubble"]
         measured = statistics.median(steps)
         row = {"bench": "pipeline_bubble", "schedule": name, "ranks": p, "microbatches": m, "stages_per_rank": v,
                "forward_ms": a.forward_ms, "measured_bubble": round(measured, 5),

@@ -2,6 +2,8 @@
 // full size (they may shard it), the contracting dim gives P(sum) when both operands shard it.
 #include "dtensor/ops/matmul.h"
 
+#include <algorithm>
+
 #include "dtensor/ops/dispatch.h"
 #include "dtensor/ops/rule_util.h"
 #include "kernels/ops/matmul.h"
@@ -160,12 +162,77 @@ OpRule linear_backward_rule() {
   return r;
 }
 
+// linear_backward in two halves, for backwards split into input and weight gradients (zero-bubble pipeline
+// schedules, Note [Deferred weight gradients] in nn/autograd.h): (grad_out, weight) -> grad_x and (grad_out, x) ->
+// grad_weight, each with linear_backward's strategies restricted to its operands.
+OpRule linear_backward_input_rule() {
+  OpRule r;
+  r.name = "linear_backward_input";
+  r.input_names = {"grad_out", "weight"};
+  r.meta = [](const OpSchema& s) {
+    check_defined_input(s, 0, "grad_out");
+    check_defined_input(s, 1, "weight");
+    const Shape& g = s.inputs[0].shape;
+    const Shape& w = s.inputs[1].shape;
+    DT_CHECK_ARG(w.size() == 2 && !g.empty() && g.back() == w[0], "dt::linear_backward_input: grad_out ", shape_str(g),
+                 " and weight ", shape_str(w), " do not match");
+    Shape x = g;
+    x.back() = w[1];
+    return std::vector<OutputMeta>{{x, s.inputs[1].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    const int64_t last = s.inputs[0].ndim() - 1;
+    std::vector<DimStrategy> v{replicate_all(2, 1)};
+    for (int64_t d = 0; d < last; ++d) v.push_back(strategy({S(d)}, {S(d), R()}));  // data parallel
+    v.push_back(strategy({P()}, {S(last), S(0)}));                                  // column parallel
+    v.push_back(strategy({S(last)}, {R(), S(1)}));                                  // row parallel
+    v.push_back(strategy({P()}, {P(), R()}));
+    return v;
+  };
+  r.compute = [](const OpCall&, const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{kernels::matmul(in[0], in[1])};
+  };
+  return r;
+}
+
+OpRule linear_backward_weight_rule() {
+  OpRule r;
+  r.name = "linear_backward_weight";
+  r.input_names = {"grad_out", "x"};
+  r.meta = [](const OpSchema& s) {
+    check_defined_input(s, 0, "grad_out");
+    check_defined_input(s, 1, "x");
+    const Shape& g = s.inputs[0].shape;
+    const Shape& x = s.inputs[1].shape;
+    DT_CHECK_ARG(!g.empty() && g.size() == x.size() && std::equal(g.begin(), g.end() - 1, x.begin()),
+                 "dt::linear_backward_weight: grad_out ", shape_str(g), " and x ", shape_str(x), " do not match");
+    return std::vector<OutputMeta>{{Shape{g.back(), x.back()}, s.inputs[1].dtype}};
+  };
+  r.strategies = [](const OpSchema& s, const std::vector<OutputMeta>&) {
+    const int64_t last = s.inputs[0].ndim() - 1;
+    std::vector<DimStrategy> v{replicate_all(2, 1)};
+    for (int64_t d = 0; d < last; ++d) v.push_back(strategy({P()}, {S(d), S(d)}));  // data parallel
+    v.push_back(strategy({S(0)}, {S(last), R()}));                                  // column parallel
+    v.push_back(strategy({S(1)}, {R(), S(last)}));                                  // row parallel
+    v.push_back(strategy({P()}, {P(), R()}));
+    return v;
+  };
+  r.compute = [](const OpCall&, const std::vector<Tensor>& in) {
+    // Every leading dim is summed over: [N, out]^T @ [N, in].
+    const Tensor g = in[0].reshape({-1, in[0].size(-1)}), x = in[1].reshape({-1, in[1].size(-1)});
+    return std::vector<Tensor>{kernels::matmul(g.t(), x)};
+  };
+  return r;
+}
+
 }  // namespace
 
 void register_matmul_rules(std::vector<OpRule>& rules) {
   rules.push_back(matmul_rule());
   rules.push_back(linear_rule());
   rules.push_back(linear_backward_rule());
+  rules.push_back(linear_backward_input_rule());
+  rules.push_back(linear_backward_weight_rule());
 }
 
 }  // namespace ops::detail

@@ -26,14 +26,22 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
   DTensor dx = x.data(), dw = weight.data();
   const bool has_bias = bias.defined();
   DTensor out = dt::linear(dx, dw, has_bias ? bias.data() : DTensor());
-  return record_one("linear", {x, weight, bias}, std::move(out), [dx, dw, has_bias](const G& g) {
-    std::vector<DTensor> gxw = ops::dispatch("linear_backward", {g[0], dx, dw});
+  return record_one("linear", {x, weight, bias}, std::move(out), [dx, dw, has_bias, weight](const G& g) {
     DTensor gb;
     if (has_bias) {
       std::vector<int64_t> lead;
       for (int64_t d = 0; d + 1 < g[0].dim(); ++d) lead.push_back(d);
       gb = lead.empty() ? g[0] : dt::sum(g[0], lead);
     }
+    // Note [Deferred weight gradients]: the input's gradient now, the weight's when the queue runs.
+    if (WeightGradQueue* queue = deferred_weight_grads(); queue != nullptr && can_defer_grad(weight)) {
+      DTensor gx = ops::dispatch_one("linear_backward_input", {g[0], dw});
+      queue->push([grad = g[0], dx, weight] {
+        deliver_leaf_grad(weight, ops::dispatch_one("linear_backward_weight", {grad, dx}));
+      });
+      return G{gx, DTensor(), gb};
+    }
+    std::vector<DTensor> gxw = ops::dispatch("linear_backward", {g[0], dx, dw});
     return G{gxw[0], gxw[1], gb};
   });
 }

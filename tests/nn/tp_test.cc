@@ -25,8 +25,10 @@ Tensor token_ids(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
 }
 
 // One forward/backward of the GPT on `tp` (1-d) with `rows` of the batch; loss = sum of token losses / total tokens.
+// defer: the backward in a DeferWeightGrads scope (Note [Deferred weight gradients]), the queued weight gradients run
+// after it; the Linear weights must have none before.
 Result run(const nn::GptConfig& cfg, const DeviceMesh& tp, bool parallel, bool sp, const Tensor& tokens, int64_t row0,
-           int64_t rows, int64_t total_tokens) {
+           int64_t rows, int64_t total_tokens, bool defer = false) {
   auto m = std::make_shared<nn::Gpt>(cfg);
   if (parallel) nn::parallelize_module(m, tp, nn::gpt_tp_plan(cfg, sp));
   m->materialize(tp, 5);
@@ -36,7 +38,26 @@ Result run(const nn::GptConfig& cfg, const DeviceMesh& tp, bool parallel, bool s
   Variable logits = (*m)(Variable(nn_test::replicate_on(ids, tp)));
   Variable loss = nn::div(nn::cross_entropy(logits, nn_test::replicate_on(tgt, tp), -100, LossReduction::kSum),
                           double(total_tokens));
-  loss.backward();
+  if (!defer) {
+    loss.backward();
+  } else {
+    nn::WeightGradQueue queue;
+    {
+      nn::DeferWeightGrads scope(queue);
+      loss.backward();
+    }
+    int64_t linear = 0;
+    for (auto& [n, p] : m->named_parameters()) {
+      const bool is_linear = n.find("attention.w") != std::string::npos ||
+                             n.find("feed_forward.w") != std::string::npos || (n == "output.weight");
+      if (!is_linear || n.find("bias") != std::string::npos) continue;
+      ++linear;
+      EXPECT_FALSE(p.grad().defined()) << n << ": a Linear weight's gradient before the queue ran";
+    }
+    EXPECT_EQ(int64_t(queue.size()), linear) << "one queued weight gradient per Linear";
+    queue.run();
+    EXPECT_EQ(queue.size(), 0u);
+  }
   Result r;
   r.loss = loss.full_tensor().to(DType::f64).data<double>()[0];
   for (auto& [n, p] : m->named_parameters()) {
@@ -106,6 +127,26 @@ TEST(NnTensorParallel, GptMatchesOneProcess) {
           expect_same(got, want, std::string(c.name) + " tp " + std::to_string(tp) + (sp ? " sp" : ""), f);
         });
       }
+    }
+  }
+  f.report(10);
+}
+
+// Backward split into input and weight gradients (zero-bubble pipelines): the Linear weights' gradients computed
+// later through linear_backward_input / _weight, under the Megatron plan's column- and row-parallel layouts, with
+// and without sequence parallelism, equal one process's single backward.
+TEST(NnTensorParallel, DeferredWeightGradientsMatchOneBackward) {
+  op_test::Failures f;
+  const nn::GptConfig cfg = config(12, 3, 20, 13);
+  const Tensor tokens = token_ids(3, 6, 13, 12);
+  const Result want = single(cfg, tokens);
+  for (int64_t tp : {1, 2, 3}) {
+    for (bool sp : {false, true}) {
+      if (tp == 1 && sp) continue;
+      op_test::on_mesh({tp}, [&](const DeviceMesh& mesh) {
+        Result got = run(cfg, mesh, tp > 1, sp, tokens, 0, 3, 18, /*defer=*/true);
+        expect_same(got, want, "deferred tp " + std::to_string(tp) + (sp ? " sp" : ""), f);
+      });
     }
   }
   f.report(10);

@@ -228,6 +228,14 @@ TEST(PipelineRunner, ComposedWithTensorAndDataParallelismEqualsOneProcess) {
                  "interleaved pp 2 x v 2 x fsdp 2 x tp 2");
 }
 
+// ZB-H1: backwards split into I (input gradients) and W (the Linear weights', deferred), on 2 and 4 ranks and with
+// TP inside the stages.
+TEST(PipelineRunner, ZeroBubbleEqualsOneProcess) {
+  expect_matches(pipelined(zero_bubble_h1(2, 4), 2), one_process(2), "zb-h1 pp 2, 4 microbatches");
+  expect_matches(pipelined(zero_bubble_h1(4, 5), 3), one_process(3), "zb-h1 pp 4, 3 layers, 5 microbatches");
+  expect_matches(pipelined(zero_bubble_h1(2, 3), 3, {.tp = 2}), one_process(3), "zb-h1 pp 2 x tp 2");
+}
+
 TEST(PipelineRunner, StageLayersSplitEvenly) {
   EXPECT_EQ(stage_layers(5, 2, 0), (IndexRange{0, 3}));
   EXPECT_EQ(stage_layers(5, 2, 1), (IndexRange{3, 5}));
@@ -262,8 +270,8 @@ TEST(PipelineRunner, RefusesWhatItCannotRun) {
                       }});
     };
     EXPECT_NE(error_of([&] {
-                make(zero_bubble_h1(2, 2), {{me, stage}});
-              }).find("split backward (I / W)"),
+                make(one_f_one_b(2, 2, {.fsdp = true}), {{me, stage}});
+              }).find("FSDP's actions"),
               std::string::npos);
     EXPECT_NE(error_of([&] { make(one_f_one_b(2, 2), {}); }).find("no module was given for it"), std::string::npos);
     EXPECT_NE(error_of([&] {
