@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "collectives/process_group.h"
 #include "collectives/thread/thread_comm.h"
@@ -42,12 +43,15 @@ inline ProgramWorld join_world(int64_t threads = 0) {
   return w;
 }
 
-// Whether the world has the dp x tp ranks the flags ask for; rank 0 says what to run otherwise.
-inline bool check_ranks(const Communicator& world, int64_t dp, int64_t tp, const char* program) {
-  if (world.size() == dp * tp) return true;
+// Whether the world has the pp x dp x tp ranks the flags ask for; rank 0 says what to run otherwise.
+inline bool check_ranks(const Communicator& world, int64_t dp, int64_t tp, const char* program, int64_t pp = 1) {
+  const int64_t n = pp * dp * tp;
+  if (world.size() == n) return true;
   if (world.rank() == 0)
-    std::fprintf(stderr, "%s: --dp %lld x --tp %lld = %lld ranks, but %d processes run (dtrun --nproc-per-node %lld)\n",
-                 program, (long long)dp, (long long)tp, (long long)(dp * tp), world.size(), (long long)(dp * tp));
+    std::fprintf(stderr,
+                 "%s: %s--dp %lld x --tp %lld = %lld ranks, but %d processes run (dtrun --nproc-per-node %lld)\n",
+                 program, pp > 1 ? ("--pp " + std::to_string(pp) + " x ").c_str() : "", (long long)dp, (long long)tp,
+                 (long long)n, world.size(), (long long)n);
   return false;
 }
 

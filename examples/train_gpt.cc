@@ -6,6 +6,12 @@
 //   build/tools/dtrun --nproc-per-node 4 build/examples/train_gpt --dp 2 --tp 2 --steps 20
 //   build/examples/train_gpt --steps 200 --json
 //
+// With --pp P the blocks are cut into P pipeline stages (pipeline/gpt_stage.h; --stages-per-rank V for the interleaved
+// schedule), run by pipeline::PipelineRunner with --pp-schedule (gpipe, 1f1b, interleaved, zb-h1) over
+// --microbatches M per step, on a (pp, dp, tp) mesh; the losses are those of one process.
+//
+//   build/tools/dtrun --nproc-per-node 4 build/examples/train_gpt --pp 2 --dp 2 --fsdp --microbatches 4 --steps 20
+//
 // The corpus: a seeded first-order Markov source. Every token has `successors` distinct next tokens, each equally
 // likely, so no model can beat ln(successors) nats per predicted token: the entropy floor the example prints.
 #include <algorithm>
@@ -14,6 +20,8 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <string>
 
 #include "core/allocator.h"
@@ -30,6 +38,10 @@
 #include "nn/models/gpt.h"
 #include "nn/models/hf.h"
 #include "nn/optim.h"
+#include "pipeline/gpt_stage.h"
+#include "pipeline/runner.h"
+#include "pipeline/schedule_builders.h"
+#include "pipeline/simulate.h"
 #include "placement/layout.h"
 #include "tools/args.h"
 #include "train/lr_schedule.h"
@@ -51,6 +63,11 @@ struct Args {
   int64_t stop_at = 0;      // > 0: end after this step, as a preempted job would (the schedule still spans --steps)
   std::string export_path;  // the model's weights as safetensors at the end
   std::string export_hf;    // the model as a Hugging Face Llama folder at the end (nn::save_hf)
+  int64_t pp = 1;           // pipeline stages' ranks (1: no pipeline)
+  std::string pp_schedule = "1f1b";  // gpipe, 1f1b, interleaved, zb-h1
+  int64_t microbatches = 0;          // per step (0: pp)
+  int64_t stages_per_rank = 0;       // 0: 2 for interleaved, else 1
+  bool print_schedule = false;
 };
 
 constexpr const char* kUsage =
@@ -60,8 +77,9 @@ constexpr const char* kUsage =
     "                 [--activation-checkpointing] [--device cpu|cuda] [--fsdp] [--hsdp R]\n"
     "                 [--mixed-precision bf16|f16] [--cpu-offload] [--save-dir DIR] [--save-every N]\n"
     "                 [--keep 2] [--async-save] [--resume] [--stop-at N] [--export model.safetensors]\n"
-    "                 [--export-hf DIR] [--json]\n"
-    "Run under dtrun with D * T processes (or one process for D = T = 1).\n";
+    "                 [--export-hf DIR] [--pp P] [--pp-schedule gpipe|1f1b|interleaved|zb-h1]\n"
+    "                 [--microbatches M] [--stages-per-rank V] [--print-schedule] [--json]\n"
+    "Run under dtrun with P * D * T processes (or one process for P = D = T = 1).\n";
 
 using dt::tools::UsageError;
 
@@ -80,7 +98,9 @@ Args parse(int argc, char** argv) {
         args.take("--async-save", a.async_save) || args.take("--stop-at", a.stop_at) ||
         args.take("--resume", a.resume) || args.take("--save-dir", a.save_dir) ||
         args.take("--export", a.export_path) || args.take("--export-hf", a.export_hf) ||
-        args.take("--activation-checkpointing", a.activation_checkpointing))
+        args.take("--activation-checkpointing", a.activation_checkpointing) || args.take("--pp", a.pp) ||
+        args.take("--pp-schedule", a.pp_schedule) || args.take("--microbatches", a.microbatches) ||
+        args.take("--stages-per-rank", a.stages_per_rank) || args.take("--print-schedule", a.print_schedule))
       continue;
     if (args.take("--hsdp", a.hsdp)) {
       a.fsdp = true;
@@ -106,6 +126,15 @@ Args parse(int argc, char** argv) {
     throw UsageError{"--save-every, --resume and --async-save need --save-dir"};
   if (a.save_every < 0 || a.keep < 1 || a.stop_at < 0)
     throw UsageError{"--save-every, --stop-at must be >= 0 and --keep >= 1"};
+  if (a.pp < 1 || a.microbatches < 0 || a.stages_per_rank < 0)
+    throw UsageError{"--pp must be >= 1, --microbatches and --stages-per-rank >= 0"};
+  if (a.microbatches == 0) a.microbatches = a.pp;
+  if (a.stages_per_rank == 0) a.stages_per_rank = a.pp_schedule == "interleaved" ? 2 : 1;
+  if (a.pp > 1 &&
+      (a.hsdp > 1 || a.sequence_parallel || !a.save_dir.empty() || !a.export_path.empty() || !a.export_hf.empty()))
+    throw UsageError{"--pp does not take --hsdp, --sequence-parallel, --save-dir, --export or --export-hf yet"};
+  if (a.pp > 1 && a.batch < a.microbatches * a.dp)
+    throw UsageError{"--pp: every dp rank needs a row in every microbatch: --batch >= --microbatches * --dp"};
   return a;
 }
 
@@ -202,7 +231,7 @@ int main(int argc, char** argv) {
     const dt::CommunicatorPtr& world = program.world;
     const bool launched = program.launched;
     const bool lead = world->rank() == 0;
-    if (!dt::examples::check_ranks(*world, a.dp, a.tp, "train_gpt")) return 2;
+    if (!dt::examples::check_ranks(*world, a.dp, a.tp, "train_gpt", a.pp)) return 2;
     // The FSDP engine's communication figures, printed at the end.
     dt::fsdp::CommStatsObserver comm;
     const dt::fsdp::ScopedCommObserver observing(comm);
@@ -212,10 +241,14 @@ int main(int argc, char** argv) {
     const dt::DeviceType type = a.cuda ? dt::DeviceType::kCUDA : dt::DeviceType::kCPU;
     const std::vector<std::string> dp_dims =
         a.hsdp > 1 ? std::vector<std::string>{"dp_replicate", "dp_shard"} : std::vector<std::string>{"dp"};
+    const bool pipelined = a.pp > 1;
     dt::DeviceMesh mesh =
-        a.hsdp > 1 ? dt::DeviceMesh::create(type, {a.hsdp, a.dp / a.hsdp, a.tp}, {"dp_replicate", "dp_shard", "tp"})
-                   : dt::DeviceMesh::create(type, {a.dp, a.tp}, {"dp", "tp"});
+        pipelined    ? dt::DeviceMesh::create(type, {a.pp, a.dp, a.tp}, {"pp", "dp", "tp"})
+        : a.hsdp > 1 ? dt::DeviceMesh::create(type, {a.hsdp, a.dp / a.hsdp, a.tp}, {"dp_replicate", "dp_shard", "tp"})
+                     : dt::DeviceMesh::create(type, {a.dp, a.tp}, {"dp", "tp"});
     dt::DeviceMesh tp = mesh["tp"], dp = a.hsdp > 1 ? mesh.flatten(dp_dims, "dp") : mesh["dp"];
+    // FSDP's mesh: the (dp, tp) mesh; under a pipeline, this rank's stage's (dp, tp) sub-mesh.
+    const dt::DeviceMesh fsdp_mesh = pipelined ? mesh[{"dp", "tp"}] : mesh;
     const int64_t rss_base = dt::process_rss_bytes();
     dt::nn::GptConfig cfg;
     cfg.vocab = a.vocab;
@@ -227,21 +260,43 @@ int main(int argc, char** argv) {
     if (a.tp > 1) dt::nn::parallelize_module(model, tp, dt::nn::gpt_tp_plan(cfg, a.sequence_parallel));
     if (a.activation_checkpointing)
       for (auto& block : model->layers) block->set_activation_checkpointing(true);
-    model->materialize(tp, uint64_t(a.seed));
-    if (a.fsdp) {
-      // Blocks first, then the root (embeddings, final norm, head). Gradients are summed (the loss below is already
-      // a share of the global mean).
-      dt::fsdp::FsdpOptions o{.mesh_dims = dp_dims, .gradient_divide_factor = 1.0};
-      o.offload_policy.cpu_offload = a.cpu_offload;
-      if (!a.mixed_precision.empty()) {
-        o.mp_policy.param_dtype = a.mixed_precision == "bf16" ? dt::DType::bf16 : dt::DType::f16;
-        o.mp_policy.reduce_dtype = dt::DType::f32;
-      }
-      for (auto& block : model->layers) dt::fsdp::fully_shard(block, mesh, o);
-      o.mp_policy.output_dtype = dt::DType::f32;  // the loss in f32
-      dt::fsdp::fully_shard(model, mesh, o);
+    // The modules this rank trains: the model, or under a pipeline this rank's stages of it (the same parameter
+    // names, and the same initial values: parameters are seeded by name).
+    std::vector<dt::pipeline::StageModule> stages;
+    std::optional<dt::pipeline::Schedule> pipeline_schedule;
+    const int pp_rank = pipelined ? int(mesh.local_rank("pp")) : 0;
+    if (pipelined) {
+      pipeline_schedule = dt::pipeline::by_name(a.pp_schedule, int(a.pp), int(a.microbatches), int(a.stages_per_rank));
+      for (int s = 0; s < pipeline_schedule->num_stages; ++s)
+        if (pipeline_schedule->stage_rank[size_t(s)] == pp_rank)
+          stages.push_back({s, dt::pipeline::gpt_stage(model, s, pipeline_schedule->num_stages)});
+    } else {
+      stages.push_back({0, model});
     }
-    const std::vector<dt::nn::Variable> params = model->parameters();
+    std::map<int, dt::fsdp::FsdpModule> sharded;  // stage -> its FSDP root
+    std::vector<dt::nn::Variable> params;
+    for (const dt::pipeline::StageModule& st : stages) {
+      st.module->materialize(tp, uint64_t(a.seed));
+      if (a.fsdp) {
+        // Blocks first, then the root (embeddings, final norm, head). Gradients are summed (the loss below is
+        // already a share of the global mean).
+        dt::fsdp::FsdpOptions o{.mesh_dims = dp_dims, .gradient_divide_factor = 1.0};
+        o.offload_policy.cpu_offload = a.cpu_offload;
+        if (!a.mixed_precision.empty()) {
+          o.mp_policy.param_dtype = a.mixed_precision == "bf16" ? dt::DType::bf16 : dt::DType::f16;
+          o.mp_policy.reduce_dtype = dt::DType::f32;
+        }
+        // Within a pipeline step, keep the gathered parameters from forward to backward (microbatches interleave).
+        if (pipelined) o.reshard_after_forward = false;
+        const int num_stages = pipelined ? pipeline_schedule->num_stages : 1;
+        const dt::IndexRange blocks = dt::pipeline::stage_layers(int64_t(model->layers.size()), num_stages, st.stage);
+        for (int64_t i = blocks.begin; i < blocks.end; ++i)
+          dt::fsdp::fully_shard(model->layers[size_t(i)], fsdp_mesh, o);
+        o.mp_policy.output_dtype = dt::DType::f32;  // the loss (and a pipeline's boundary tensors) in f32
+        sharded.emplace(st.stage, dt::fsdp::fully_shard(st.module, fsdp_mesh, o));
+      }
+      for (const dt::nn::Variable& p : st.module->parameters()) params.push_back(p);
+    }
     dt::nn::AdamW opt(params, {.lr = a.lr, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1});
     const dt::train::LrSchedule schedule{.kind = dt::train::LrSchedule::Kind::kWarmupCosine,
                                          .base_lr = a.lr,
@@ -256,6 +311,27 @@ int main(int argc, char** argv) {
     const dt::IndexRange my_rows = dt::chunk_range(a.batch, a.dp, dp_rank);
     const int64_t row0 = my_rows.begin, rows = my_rows.size();
     const double tokens_per_step = double(a.batch * a.seq);
+    // The loss of a dp rank's rows (or a microbatch of them) as a share of the global mean: sum / (global tokens),
+    // so the dp sum of the gradients is the gradient of the global mean for any split of the batch.
+    const auto token_loss = [&](const dt::nn::Variable& logits, const dt::DTensor& targets) {
+      return dt::nn::div(dt::nn::cross_entropy(logits, targets, -100, dt::LossReduction::kSum), tokens_per_step);
+    };
+    std::optional<dt::pipeline::PipelineRunner> runner;
+    if (pipelined)
+      runner.emplace(dt::pipeline::RunnerOptions{
+          .schedule = *pipeline_schedule,
+          .pp_rank = pp_rank,
+          .pp_comm = mesh.comm("pp"),
+          .stage_mesh = tp,
+          .stages = stages,
+          .boundary_shape =
+              [&](int, int mb) {
+                return dt::Shape{dt::balanced_range(rows, a.microbatches, mb).size(), a.seq, a.dim};
+              },
+          .before_backward =
+              [&](int stage, bool last) {
+                if (a.fsdp) sharded.at(stage).set_requires_gradient_sync(last);
+              }});
     if (lead && !a.json) {
       std::printf("train_gpt: %lld layers, dim %lld, %lld heads, vocab %lld, seq %lld, batch %lld; %lld parameters\n",
                   (long long)a.layers, (long long)a.dim, (long long)a.heads, (long long)a.vocab, (long long)a.seq,
@@ -266,6 +342,15 @@ int main(int argc, char** argv) {
                   : a.hsdp > 1 ? (", HSDP (" + std::to_string(a.hsdp) + " replicas)").c_str()
                                : ", FSDP",
                   (long long)a.successors, corpus.entropy_floor());
+      if (pipelined) {
+        const dt::pipeline::SimulationResult sim = dt::pipeline::simulate(*pipeline_schedule);
+        std::printf(
+            "pipeline: %s over pp %lld, %lld stages (%lld a rank), %lld microbatches a step; bubble in "
+            "theory %.1f%% (unit costs)\n",
+            a.pp_schedule.c_str(), (long long)a.pp, (long long)pipeline_schedule->num_stages,
+            (long long)a.stages_per_rank, (long long)a.microbatches, 100 * sim.bubble_share);
+        if (a.print_schedule) std::printf("%s", dt::pipeline::format_schedule(*pipeline_schedule).c_str());
+      }
     }
     // --resume: the newest complete checkpoint under --save-dir (the data of step k depends on k alone, so the run
     // goes on as if it had not stopped).
@@ -317,17 +402,30 @@ int main(int argc, char** argv) {
         corpus.sequence(step, row0 + r, a.seq + 1, tokens.data<int64_t>() + r * (a.seq + 1));
       dt::Tensor ids = tokens.narrow(1, 0, a.seq).contiguous(), targets = tokens.narrow(1, 1, a.seq).contiguous();
       opt.set_lr(schedule.lr_at(step - 1));
-      // The loss of this dp rank's rows as a share of the global mean: sum / (global tokens), so the dp sum of the
-      // gradients is the gradient of the global mean for any split of the batch.
-      dt::nn::Variable logits = (*model)(dt::nn::Variable(dt::as_replicate(ids, tp)));
-      dt::nn::Variable loss = dt::nn::div(
-          dt::nn::cross_entropy(logits, dt::as_replicate(targets, tp), -100, dt::LossReduction::kSum), tokens_per_step);
-      loss.backward();
+      dt::Tensor l;
+      if (pipelined) {  // this dp rank's rows in microbatches, as even as possible
+        std::vector<dt::DTensor> in, tgt;
+        for (int64_t mb = 0; mb < a.microbatches; ++mb) {
+          const dt::IndexRange r = dt::balanced_range(rows, a.microbatches, mb);
+          in.push_back(dt::as_replicate(ids.narrow(0, r.begin, r.size()).contiguous(), tp));
+          tgt.push_back(dt::as_replicate(targets.narrow(0, r.begin, r.size()).contiguous(), tp));
+        }
+        l = dt::Tensor::from_vector({runner->step(in, tgt, token_loss)}, {1}, dt::DType::f64);
+      } else {
+        dt::nn::Variable loss =
+            token_loss((*model)(dt::nn::Variable(dt::as_replicate(ids, tp))), dt::as_replicate(targets, tp));
+        loss.backward();
+        l = loss.full_tensor().to(dt::DType::f64);
+      }
       if (a.dp > 1 && !a.fsdp) dt::nn::all_reduce_gradients(params, dp, dt::ReduceOp::kSum);
-      if (a.clip > 0) dt::nn::clip_grad_norm_(params, a.clip);
+      if (a.clip > 0) {
+        if (pipelined)
+          dt::pipeline::clip_grad_norm_(params, a.clip, mesh.comm("pp"));
+        else
+          dt::nn::clip_grad_norm_(params, a.clip);
+      }
       opt.step();
       opt.zero_grad();
-      dt::Tensor l = loss.full_tensor().to(dt::DType::f64);
       if (a.dp > 1) dp.comm(0)->all_reduce(l, dt::ReduceOp::kSum)->wait();
       const double value = l.data<double>()[0];
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -365,7 +463,7 @@ int main(int argc, char** argv) {
     if (lead && !a.json && last_step >= first_step)
       std::printf("done: loss %.4f -> %.4f (entropy floor %.4f), %.0f tokens/s on average\n", first_loss, last_loss,
                   corpus.entropy_floor(), tokens_per_step * double(last_step - first_step + 1) / total_s);
-    if (a.steps > 0) print_memory(world, mesh.device(), *model, a.fsdp, lead, a.json);
+    if (a.steps > 0) print_memory(world, mesh.device(), *stages.front().module, a.fsdp && !pipelined, lead, a.json);
     if (lead && a.json && a.fsdp && a.steps > 0) {
       const dt::fsdp::CommStats c = comm.stats();
       std::printf(

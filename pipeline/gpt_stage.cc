@@ -58,9 +58,7 @@ class GptStage : public nn::Module {
 IndexRange stage_layers(int64_t num_layers, int num_stages, int stage) {
   DT_CHECK_ARG(num_stages >= 1 && stage >= 0 && stage < num_stages && num_layers >= 0, "stage_layers: stage ", stage,
                " of ", num_stages, " over ", num_layers, " layers");
-  const int64_t base = num_layers / num_stages, extra = num_layers % num_stages;
-  const int64_t begin = stage * base + std::min<int64_t>(stage, extra);
-  return {begin, begin + base + (stage < extra ? 1 : 0)};
+  return balanced_range(num_layers, num_stages, stage);
 }
 
 nn::ModulePtr gpt_stage(const std::shared_ptr<nn::Gpt>& model, int stage, int num_stages) {

@@ -1,5 +1,7 @@
 #include "placement/layout.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace dt {
@@ -11,6 +13,13 @@ IndexRange chunk_range(int64_t n, int64_t k, int64_t i) {
   // min(j * c, n) without forming j * c when it would pass n (and perhaps overflow, for n near INT64_MAX).
   auto at = [&](int64_t j) { return c == 0 || j > n / c ? n : j * c; };
   return IndexRange{at(i), at(i + 1)};
+}
+
+IndexRange balanced_range(int64_t n, int64_t k, int64_t i) {
+  DT_CHECK_ARG(n >= 0 && k >= 1 && i >= 0 && i < k, "balanced_range: part ", i, " of ", k, " over ", n);
+  const int64_t base = n / k, extra = n % k;
+  const int64_t begin = i * base + std::min(i, extra);
+  return {begin, begin + base + (i < extra ? 1 : 0)};
 }
 
 namespace {

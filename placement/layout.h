@@ -30,6 +30,9 @@ std::ostream& operator<<(std::ostream& os, const IndexRange& r);  // "[2, 4)"
 
 // The torch.chunk rule: the range of chunk i (0 <= i < k) when [0, n) is split into k chunks.
 IndexRange chunk_range(int64_t n, int64_t k, int64_t i);
+// The balanced split: sizes differ by at most one, the first n % k parts one larger, none empty while n >= k
+// (pipeline stages' blocks, microbatches' rows; torch.chunk would leave trailing parts empty).
+IndexRange balanced_range(int64_t n, int64_t k, int64_t i);
 
 // The ranges of tensor dim d held together by the coordinates that agree with `coord` except on the mesh dims
 // flagged in `free` (those take all their values). Sorted, disjoint, adjacent ranges merged, empty ones dropped (so

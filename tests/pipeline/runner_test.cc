@@ -119,7 +119,7 @@ Trained pipelined(const Schedule& schedule, int64_t layers, const Inner& in = {}
     const int m = schedule.num_microbatches;
     // This dp rank's rows of microbatch mb.
     const auto rows_of = [&](int mb) {
-      const IndexRange mrows = chunk_range(kBatch, m, mb), part = chunk_range(mrows.size(), in.dp, dp_rank);
+      const IndexRange mrows = balanced_range(kBatch, m, mb), part = chunk_range(mrows.size(), in.dp, dp_rank);
       return IndexRange{mrows.begin + part.begin, mrows.begin + part.end};
     };
     PipelineRunner runner({.schedule = schedule,
