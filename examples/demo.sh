@@ -86,6 +86,16 @@ echo "   cache sharded by heads: dtrun --nproc-per-node 2 $build/examples/genera
 "$build/tools/dtrun" --nproc-per-node 2 --timeout 120 "$build/examples/generate" --model "$ckpt/hf" --tp 2 \
   --prompt 7,99,3,250,41 --prompt 12,400 --max-new-tokens 16 --warmup 2
 echo
+echo "== pipeline parallelism: the same GPT cut into 2 stages, each on 2 FSDP ranks (pp 2 x dp 2), 1F1B over 4"
+echo "   microbatches: dtrun --nproc-per-node 4 $build/examples/train_gpt --pp 2 --dp 2 --fsdp --microbatches 4 --print-schedule ... --json"
+# train_gpt prints the schedule and the bubble on stderr under --json: kept beside the JSON lines.
+"$build/tools/dtrun" --nproc-per-node 4 --timeout 300 "$build/examples/train_gpt" --pp 2 --dp 2 --fsdp \
+  --microbatches 4 --print-schedule "${train_args[@]}" --json 2>"$ckpt/pp.txt" | tee "$ckpt/pp.jsonl" | "${report[@]}"
+grep -v '^dtrun' "$ckpt/pp.txt" | sed 's/^/   /'
+echo "   (the measured bubble counts every wait outside F and B: 4 processes share this machine's cores and FSDP's"
+echo "   gathers; bench/pipeline measures the schedules alone, within a point of theory)"
+/usr/bin/python3 "$here/demo_report.py" compare-labelled "pp 2 x dp 2 (1F1B)" "$ckpt/one.jsonl" "$ckpt/pp.jsonl"
+echo
 build_targets tools/dttrain
 [ -z "$py_pid" ] || wait "$py_pid" || true
 # 5. Fine-tuning the exported GPT on the King James Bible with dttrain (FSDP + TP on 2x2).

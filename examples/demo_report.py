@@ -5,6 +5,8 @@
   demo_report.py compare ONE.jsonl MOVED.jsonl...
                                           the losses of one process against those of the moved job (its runs'
                                           files in order), step by step, at full precision
+  demo_report.py compare-labelled LABEL ONE.jsonl OTHER.jsonl
+                                          the same for another run, its column and closing line named LABEL
   demo_report.py finetune LOG.jsonl       the validation losses of a dttrain log; exits 1 unless the last is below
                                           the first
 
@@ -49,11 +51,11 @@ def losses(paths):
     return out
 
 
-def compare(one_path, moved_paths):
+def compare(one_path, moved_paths, label="FSDP 2, then FSDP + TP 2x2"):
     a, b = losses([one_path]), losses(moved_paths)
     if not a or a.keys() != b.keys():
         sys.exit(f"demo: the runs printed different steps: {sorted(a)} and {sorted(b)}")
-    print("step   1 process   FSDP 2, then FSDP + TP 2x2   relative difference (full precision)")
+    print(f"step   1 process   {label:<28} relative difference (full precision)")
     worst = 0.0
     for s in sorted(a):
         rel = abs(a[s] - b[s]) / abs(a[s])
@@ -62,8 +64,10 @@ def compare(one_path, moved_paths):
     if worst > LIMIT:
         sys.exit(f"demo: the moved job differs from one process by {worst:.1e} (more than {LIMIT:.0e})")
     figure = "0 (bit for bit)" if worst == 0 else f"{worst:.1e}"
-    print(f"demo: FSDP on 2 processes, then FSDP + TP on the 2x2 mesh from its checkpoint, matches one process to "
-          f"{figure} at every step (the largest relative difference of the losses)")
+    what = ("FSDP on 2 processes, then FSDP + TP on the 2x2 mesh from its checkpoint," if label.startswith("FSDP 2")
+            else label)
+    print(f"demo: {what} matches one process to {figure} at every step (the largest relative difference of the "
+          "losses)")
 
 
 def finetune(path):
@@ -81,6 +85,8 @@ def main():
         steps()
     elif sys.argv[1:2] == ["compare"] and len(sys.argv) >= 4:
         compare(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1:2] == ["compare-labelled"] and len(sys.argv) == 5:
+        compare(sys.argv[3], [sys.argv[4]], label=sys.argv[2])
     elif sys.argv[1:2] == ["finetune"] and len(sys.argv) == 3:
         finetune(sys.argv[2])
     else:

@@ -342,15 +342,17 @@ int main(int argc, char** argv) {
                   : a.hsdp > 1 ? (", HSDP (" + std::to_string(a.hsdp) + " replicas)").c_str()
                                : ", FSDP",
                   (long long)a.successors, corpus.entropy_floor());
-      if (pipelined) {
-        const dt::pipeline::SimulationResult sim = dt::pipeline::simulate(*pipeline_schedule);
-        std::printf(
-            "pipeline: %s over pp %lld, %lld stages (%lld a rank), %lld microbatches a step; bubble in "
-            "theory %.1f%% (unit costs)\n",
-            a.pp_schedule.c_str(), (long long)a.pp, (long long)pipeline_schedule->num_stages,
-            (long long)a.stages_per_rank, (long long)a.microbatches, 100 * sim.bubble_share);
-        if (a.print_schedule) std::printf("%s", dt::pipeline::format_schedule(*pipeline_schedule).c_str());
-      }
+    }
+    if (lead && pipelined) {  // on stderr under --json, whose stdout is JSON lines
+      FILE* out = a.json ? stderr : stdout;
+      const dt::pipeline::SimulationResult sim = dt::pipeline::simulate(*pipeline_schedule);
+      std::fprintf(out,
+                   "pipeline: %s over pp %lld, %lld stages (%lld a rank), %lld microbatches a step; bubble in theory "
+                   "%.1f%% (equal stage costs, backward twice forward)\n",
+                   a.pp_schedule.c_str(), (long long)a.pp, (long long)pipeline_schedule->num_stages,
+                   (long long)a.stages_per_rank, (long long)a.microbatches, 100 * sim.bubble_share);
+      if (a.print_schedule) std::fprintf(out, "%s", dt::pipeline::format_schedule(*pipeline_schedule).c_str());
+      std::fflush(out);
     }
     // --resume: the newest complete checkpoint under --save-dir (the data of step k depends on k alone, so the run
     // goes on as if it had not stopped).
@@ -393,6 +395,7 @@ int main(int argc, char** argv) {
                     a.async_save ? " (the rest is written while training goes on)" : "");
     };
     double first_loss = 0, last_loss = 0, total_s = 0;
+    double pp_step_s = 0, pp_compute_s = 0;  // the pipeline's steps after the first: its measured bubble
     const int64_t last_step = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
     for (int64_t step = first_step; step <= last_step; ++step) {
       dt::trace::StepSpan step_span(step);  // DT_TRACE: the step in the timeline
@@ -411,6 +414,10 @@ int main(int argc, char** argv) {
           tgt.push_back(dt::as_replicate(targets.narrow(0, r.begin, r.size()).contiguous(), tp));
         }
         l = dt::Tensor::from_vector({runner->step(in, tgt, token_loss)}, {1}, dt::DType::f64);
+        if (step > first_step) {
+          pp_step_s += runner->last_step_times().step_s;
+          pp_compute_s += runner->last_step_times().compute_s;
+        }
       } else {
         dt::nn::Variable loss =
             token_loss((*model)(dt::nn::Variable(dt::as_replicate(ids, tp))), dt::as_replicate(targets, tp));
@@ -463,6 +470,28 @@ int main(int argc, char** argv) {
     if (lead && !a.json && last_step >= first_step)
       std::printf("done: loss %.4f -> %.4f (entropy floor %.4f), %.0f tokens/s on average\n", first_loss, last_loss,
                   corpus.entropy_floor(), tokens_per_step * double(last_step - first_step + 1) / total_s);
+    if (pipelined &&
+        last_step > first_step) {  // every rank's bubble: 1 - compute / step over the steps after the first
+      dt::Tensor mine =
+          dt::Tensor::from_vector({pp_step_s > 0 ? 1.0 - pp_compute_s / pp_step_s : 0.0}, {1}, dt::DType::f64);
+      dt::Tensor all = dt::Tensor::empty({world->size()}, dt::DType::f64);
+      world->all_gather(mine, all)->wait();
+      if (lead) {
+        std::string ranks;
+        double sum = 0;
+        for (int r = 0; r < world->size(); ++r) {
+          const double b = all.data<double>()[r];
+          sum += b;
+          char one[32];
+          std::snprintf(one, sizeof one, "%s%.1f%%", r ? ", " : "", 100 * b);
+          ranks += one;
+        }
+        std::fprintf(a.json ? stderr : stdout,
+                     "pipeline: measured bubble %.1f%% (per rank: %s): the share of each rank's step outside its F, "
+                     "B, I and W actions, over steps %lld-%lld\n",
+                     100 * sum / world->size(), ranks.c_str(), (long long)(first_step + 1), (long long)last_step);
+      }
+    }
     if (a.steps > 0) print_memory(world, mesh.device(), *stages.front().module, a.fsdp && !pipelined, lead, a.json);
     if (lead && a.json && a.fsdp && a.steps > 0) {
       const dt::fsdp::CommStats c = comm.stats();

@@ -1,6 +1,7 @@
 // Runs a schedule on this rank's stages (Note [Pipeline runner] in pipeline/runner.h).
 #include "pipeline/runner.h"
 
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -141,9 +142,13 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
   };
 
   const std::vector<Action>& list = s.actions[size_t(me)];
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point step_start = Clock::now();
+  double compute_s = 0;
   for (size_t i = 0; i < list.size(); ++i) {
     const Action& a = list[i];
     const Key key{a.stage, a.microbatch};
+    const Clock::time_point action_start = Clock::now();
     try {
       trace::Span span(trace::Category::kUser, trace::enabled() ? trace::intern(to_string(a)) : "");
       switch (a.kind) {
@@ -226,11 +231,13 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
     } catch (const Error& e) {
       rethrow_at(me, i, a, e);
     }
+    if (is_compute(a.kind)) compute_s += std::chrono::duration<double>(Clock::now() - action_start).count();
   }
   for (auto& [work, tensor] : sends) work->wait();
   // The loss lives on the last stage's rank: every rank returns it.
   Tensor l = Tensor::from_vector({on_me(last) ? loss_sum : 0.0}, {1}, DType::f64);
   comm.all_reduce(l, ReduceOp::kSum)->wait();
+  times_ = {std::chrono::duration<double>(Clock::now() - step_start).count(), compute_s};
   return l.data<double>()[0];
 }
 

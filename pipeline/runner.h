@@ -80,6 +80,12 @@ class PipelineRunner {
   // on every rank.
   double step(const std::vector<DTensor>& inputs, const std::vector<DTensor>& targets, const LossFn& loss_fn);
   const Schedule& schedule() const { return options_.schedule; }
+  // The last step's wall time on this rank and the part of it in the compute actions (F, B, I, W): 1 - compute /
+  // step is the rank's bubble (the step ends with the loss all-reduce, so every rank's spans the whole pipeline).
+  struct StepTimes {
+    double step_s = 0, compute_s = 0;
+  };
+  const StepTimes& last_step_times() const { return times_; }
 
  private:
   void check_same_schedule() const;
@@ -88,6 +94,7 @@ class PipelineRunner {
   // peer rank -> the RECVs of this rank that the messages from that peer answer, in the peer's posting order
   std::vector<std::vector<Action>> incoming_;
   std::vector<size_t> last_backward_;  // stage -> the index of its last backward in this rank's list
+  StepTimes times_;
 };
 
 // The global gradient norm of parameters spread over pipeline stages (each rank holds its stages'), clipped as
