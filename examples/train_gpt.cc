@@ -38,6 +38,7 @@
 #include "nn/models/gpt.h"
 #include "nn/models/hf.h"
 #include "nn/optim.h"
+#include "pipeline/checkpoint.h"
 #include "pipeline/gpt_stage.h"
 #include "pipeline/runner.h"
 #include "pipeline/schedule_builders.h"
@@ -130,9 +131,8 @@ Args parse(int argc, char** argv) {
     throw UsageError{"--pp must be >= 1, --microbatches and --stages-per-rank >= 0"};
   if (a.microbatches == 0) a.microbatches = a.pp;
   if (a.stages_per_rank == 0) a.stages_per_rank = a.pp_schedule == "interleaved" ? 2 : 1;
-  if (a.pp > 1 &&
-      (a.hsdp > 1 || a.sequence_parallel || !a.save_dir.empty() || !a.export_path.empty() || !a.export_hf.empty()))
-    throw UsageError{"--pp does not take --hsdp, --sequence-parallel, --save-dir, --export or --export-hf yet"};
+  if (a.pp > 1 && (a.hsdp > 1 || a.sequence_parallel || !a.export_hf.empty()))
+    throw UsageError{"--pp does not take --hsdp, --sequence-parallel or --export-hf yet"};
   if (a.pp > 1 && a.batch < a.microbatches * a.dp)
     throw UsageError{"--pp: every dp rank needs a row in every microbatch: --batch >= --microbatches * --dp"};
   return a;
@@ -273,6 +273,12 @@ int main(int argc, char** argv) {
     } else {
       stages.push_back({0, model});
     }
+    // This rank's part of the model under the model's names: checkpoints and exports hold the whole model's names,
+    // so any split of it loads them (Note [Pipeline checkpoints]).
+    std::vector<int> stage_ids;
+    for (const dt::pipeline::StageModule& st : stages) stage_ids.push_back(st.stage);
+    const dt::nn::ModulePtr rank_module =
+        pipelined ? dt::pipeline::gpt_rank_module(model, stage_ids, pipeline_schedule->num_stages) : model;
     std::map<int, dt::fsdp::FsdpModule> sharded;  // stage -> its FSDP root
     std::vector<dt::nn::Variable> params;
     for (const dt::pipeline::StageModule& st : stages) {
@@ -360,7 +366,8 @@ int main(int argc, char** argv) {
     if (a.resume) {
       if (const auto dir = dt::checkpoint::latest(a.save_dir)) {
         const auto t0 = std::chrono::steady_clock::now();
-        const dt::checkpoint::LoadResult r = dt::nn::load_checkpoint(*dir, *model, &opt);
+        const dt::checkpoint::LoadResult r = pipelined ? dt::pipeline::load_checkpoint(*dir, *rank_module, &opt)
+                                                       : dt::nn::load_checkpoint(*dir, *model, &opt);
         first_step = std::get<int64_t>(r.metadata.at("step")) + 1;
         if (lead && !a.json)
           std::printf("resumed from %s (step %lld): read %s on this rank in %.3f s\n", dir->c_str(),
@@ -385,7 +392,9 @@ int main(int argc, char** argv) {
       std::snprintf(name, sizeof name, "step-%06lld", (long long)step);
       pending_dir = a.save_dir + "/" + name;
       const auto t0 = std::chrono::steady_clock::now();
-      pending_save = dt::nn::save_checkpoint_async(pending_dir, *model, &opt, {{"step", step}});
+      pending_save = pipelined
+                         ? dt::pipeline::save_checkpoint_async(pending_dir, *rank_module, &opt, {{"step", step}}, world)
+                         : dt::nn::save_checkpoint_async(pending_dir, *model, &opt, {{"step", step}});
       const double blocked = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!a.async_save) finish_save();
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -457,7 +466,9 @@ int main(int argc, char** argv) {
     }
     finish_save();
     if (!a.export_path.empty()) {
-      dt::checkpoint::export_safetensors(a.export_path, model->state_dict());
+      dt::checkpoint::export_safetensors(
+          a.export_path,
+          pipelined ? dt::pipeline::complete_tensor_list(rank_module->state_dict(), world) : model->state_dict());
       if (lead && !a.json) std::printf("exported the model's weights to %s\n", a.export_path.c_str());
     }
     if (!a.export_hf.empty()) {  // a LlamaForCausalLM: RMSNorm, SwiGLU, rotate-half RoPE (docs/models.md)
