@@ -131,8 +131,8 @@ Args parse(int argc, char** argv) {
     throw UsageError{"--pp must be >= 1, --microbatches and --stages-per-rank >= 0"};
   if (a.microbatches == 0) a.microbatches = a.pp;
   if (a.stages_per_rank == 0) a.stages_per_rank = a.pp_schedule == "interleaved" ? 2 : 1;
-  if (a.pp > 1 && (a.hsdp > 1 || a.sequence_parallel || !a.export_hf.empty()))
-    throw UsageError{"--pp does not take --hsdp, --sequence-parallel or --export-hf yet"};
+  if (a.pp > 1 && (a.hsdp > 1 || !a.export_hf.empty()))
+    throw UsageError{"--pp does not take --hsdp or --export-hf yet"};
   if (a.pp > 1 && a.batch < a.microbatches * a.dp)
     throw UsageError{"--pp: every dp rank needs a row in every microbatch: --batch >= --microbatches * --dp"};
   return a;
@@ -334,6 +334,9 @@ int main(int argc, char** argv) {
               [&](int, int mb) {
                 return dt::Shape{dt::balanced_range(rows, a.microbatches, mb).size(), a.seq, a.dim};
               },
+          // Under sequence parallelism the blocks' activations are sequence-sharded: so are the boundary tensors.
+          .boundary_placements =
+              a.sequence_parallel ? std::vector<dt::Placement>{dt::Shard{1}} : std::vector<dt::Placement>{},
           .before_backward =
               [&](int stage, bool last) {
                 if (a.fsdp) sharded.at(stage).set_requires_gradient_sync(last);

@@ -11,8 +11,10 @@
 #include "core/error.h"
 #include "core/trace.h"
 #include "nn/autograd.h"
+#include "nn/ops.h"
 #include "nn/optim.h"
 #include "pipeline/validate.h"
+#include "placement/layout.h"
 
 namespace dt::pipeline {
 namespace {
@@ -96,7 +98,9 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
   const Schedule& s = options_.schedule;
   const int me = options_.pp_rank, last = s.num_stages - 1;
   const DeviceMesh& mesh = options_.stage_mesh;
-  const std::vector<Placement> replicate(size_t(mesh.ndim()), Replicate{});
+  const std::vector<Placement> boundary = options_.boundary_placements.empty()
+                                              ? std::vector<Placement>(size_t(mesh.ndim()), Replicate{})
+                                              : options_.boundary_placements;
   Communicator& comm = *options_.pp_comm;
   const auto on_me = [&](int stage) { return s.stage_rank[size_t(stage)] == me; };
   if (on_me(0))
@@ -114,7 +118,7 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
   std::vector<std::pair<WorkPtr, Tensor>> sends;   // waited for at the end; the tensor lives until then
   double loss_sum = 0;
   // Messages taken off a channel ahead of their RECV, and how many each channel has delivered.
-  std::map<std::pair<ActionKind, Key>, Tensor> early;
+  std::map<std::pair<ActionKind, Key>, std::pair<Tensor, Shape>> early;  // the local block, the global shape
   std::vector<size_t> delivered(size_t(s.num_ranks), 0);
   const auto receive = [&](const Action& a) {
     const int peer = s.stage_rank[size_t(peer_transfer(a).stage)];
@@ -122,18 +126,20 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
     for (;;) {
       auto it = early.find({a.kind, {a.stage, a.microbatch}});
       if (it != early.end()) {
-        Tensor t = std::move(it->second);
+        Tensor t = std::move(it->second.first);
+        const Shape global = it->second.second;
         early.erase(it);
-        return DTensor::from_local(t, mesh, replicate, t.shape());
+        return DTensor::from_local(t, mesh, boundary, global);
       }
       const Action& next = order.at(delivered[size_t(peer)]++);
       // A forward's input has its stage's input shape; a gradient, the shape of its stage's output (the next
       // stage's input).
       const int shaped = next.kind == ActionKind::kRecvF ? next.stage : next.stage + 1;
-      Tensor t =
-          Tensor::empty(options_.boundary_shape(shaped, next.microbatch), options_.boundary_dtype, mesh.device());
+      const Shape global = options_.boundary_shape(shaped, next.microbatch);
+      Tensor t = Tensor::empty(local_shape(global, mesh.shape(), ShardingSpec(boundary), mesh.coordinate()),
+                               options_.boundary_dtype, mesh.device());
       comm.recv(t, peer)->wait();
-      early[{next.kind, {next.stage, next.microbatch}}] = t;
+      early[{next.kind, {next.stage, next.microbatch}}] = {t, global};
     }
   };
   const auto send = [&](const DTensor& d, int peer) {
@@ -169,6 +175,7 @@ double PipelineRunner::step(const std::vector<DTensor>& inputs, const std::vecto
             f.output = loss_fn(y, targets[size_t(a.microbatch)]);
             loss_sum += f.output.data().full_tensor().to(DType::f64).data<double>()[0];
           } else {
+            if (y.data().placements() != boundary) y = nn::redistribute(y, boundary);
             f.output = y;
             if (on_me(a.stage + 1)) arrived[{a.stage + 1, a.microbatch}] = y.data();
           }

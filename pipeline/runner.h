@@ -15,10 +15,11 @@
 // - The last stage's loss_fn gives each microbatch's loss; its backward starts there. The caller scales the loss
 //   (sum over tokens / the global batch's tokens makes any microbatch split equal to one batch); gradients of every
 //   microbatch accumulate into the parameters' .grad(), as gradient accumulation does.
-// - Boundary tensors are Replicate on the stage mesh (tensor parallelism inside a stage keeps its activations
-//   replicated between blocks), so each rank sends its whole local tensor to the rank with the same coordinate on the
-//   next stage's sub-mesh: one point-to-point message on the pp communicator. Their shapes come from boundary_shape
-//   (no forward run to discover them).
+// - Boundary tensors keep one layout on both sides, boundary_placements on the stage mesh (Replicate, or Shard(1)
+//   under sequence parallelism; a stage output in another layout is redistributed to it, in autograd), and every
+//   stage's sub-mesh has the same shape, so each rank sends its local block to the rank with the same coordinate on
+//   the next stage's sub-mesh: one point-to-point message on the pp communicator. Global shapes come from
+//   boundary_shape and local ones from the layout (no forward run to discover them).
 // - The communicator pairs messages between two ranks in the order they are posted, while a schedule may receive them
 //   in another order (the validator matches them by identity, as tagged messages: the interleaved schedule with
 //   p = 2 and m = 5 receives a gradient before an activation posted earlier on the same channel). The runner knows
@@ -65,6 +66,9 @@ struct RunnerOptions {
   // The global shape of stage `stage`'s input for microbatch `mb` (stage > 0): the previous stage's output.
   std::function<Shape(int stage, int mb)> boundary_shape = nullptr;
   DType boundary_dtype = DType::f32;
+  // The boundary tensors' placements on the stage mesh (empty: Replicate on every dim; {Shard(1)} under sequence
+  // parallelism). A stage output in another layout is redistributed to it first, differentiably.
+  std::vector<Placement> boundary_placements = {};
   // Called before each backward (B or I) of a stage; `last`: the stage's final backward of the step. FSDP inside a
   // stage reduces its gradients once a step: fsdp_module.set_requires_gradient_sync(last).
   std::function<void(int stage, bool last)> before_backward = nullptr;

@@ -1,4 +1,4 @@
-// PipelineRunner on the thread backend: the GPT trained for 8 steps with GPipe, 1F1B and interleaved 1F1B on 2 and
+// PipelineRunner on the thread backend: the GPT trained for 20 steps with GPipe, 1F1B and interleaved 1F1B on 2 and
 // 4 pipeline ranks equals one process (losses and final parameters within f32 rounding), including a layer count
 // that does not divide by the stages (a stage with the head only) and a microbatch count that does not divide the
 // batch (uneven microbatches); the global norm clipped across stages; schedules the runner refuses.
@@ -28,7 +28,7 @@ namespace {
 
 using nn::Variable;
 
-constexpr int64_t kBatch = 10, kSeq = 8, kSteps = 8;
+constexpr int64_t kBatch = 10, kSeq = 8, kSteps = 20;
 
 nn::GptConfig config(int64_t layers) {
   nn::GptConfig c = nn_test::uneven_gpt_config();
@@ -85,6 +85,7 @@ const Trained& one_process(int64_t layers) {
 struct Inner {
   int64_t dp = 1, tp = 1;
   bool fsdp = false;
+  bool sp = false;  // sequence parallelism: the boundary tensors are Shard(1) on tp
 };
 
 Trained pipelined(const Schedule& schedule, int64_t layers, const Inner& in = {}) {
@@ -98,7 +99,7 @@ Trained pipelined(const Schedule& schedule, int64_t layers, const Inner& in = {}
     const int me = int(mesh.local_rank("pp")), dp_rank = int(mesh.local_rank("dp"));
     const nn::GptConfig cfg = config(layers);
     auto model = std::make_shared<nn::Gpt>(cfg);  // declared whole; only this rank's stages are materialized
-    if (in.tp > 1) nn::parallelize_module(model, stage_mesh, nn::gpt_tp_plan(cfg, false));
+    if (in.tp > 1) nn::parallelize_module(model, stage_mesh, nn::gpt_tp_plan(cfg, in.sp));
     std::vector<StageModule> mine;
     std::vector<Variable> params;
     std::map<int, fsdp::FsdpModule> sharded;
@@ -131,6 +132,7 @@ Trained pipelined(const Schedule& schedule, int64_t layers, const Inner& in = {}
                                [&](int, int mb) {
                                  return Shape{rows_of(mb).size(), kSeq, cfg.dim};
                                },
+                           .boundary_placements = in.sp ? std::vector<Placement>{Shard{1}} : std::vector<Placement>{},
                            .before_backward =
                                [&](int stage, bool last) {
                                  if (in.fsdp) sharded.at(stage).set_requires_gradient_sync(last);
@@ -215,6 +217,8 @@ TEST(PipelineRunner, InterleavedEqualsOneProcess) {
 // gradient all-reduce), and pp 2 x dp 2 x tp 2 on 8 ranks.
 TEST(PipelineRunner, ComposedWithTensorAndDataParallelismEqualsOneProcess) {
   expect_matches(pipelined(one_f_one_b(2, 3), 3, {.tp = 2}), one_process(3), "1f1b pp 2 x tp 2");
+  // Sequence parallelism: the boundary tensors are the blocks' Shard(1) activations, each tp rank sending its block.
+  expect_matches(pipelined(one_f_one_b(2, 3), 3, {.tp = 2, .sp = true}), one_process(3), "1f1b pp 2 x tp 2 (sp)");
   const Trained fsdp3 = pipelined(one_f_one_b(2, 3), 3, {.dp = 2, .fsdp = true});
   expect_matches(fsdp3, one_process(3), "1f1b pp 2 x fsdp 2");
   // FSDP reduces once a step, after the stage's last microbatch: as many reduce-scatters as with one microbatch.

@@ -2,7 +2,7 @@
 """examples/train_gpt with pipeline parallelism, on processes (dtrun):
 
 - losses: every schedule (gpipe, 1f1b, interleaved, zb-h1) on pp 2 and 4, and composed with FSDP (pp 2 x dp 2),
-  TP (pp 2 x tp 2) and both (pp 2 x dp 2 x tp 2 on 8 processes), with 5 blocks (which no stage count divides) and a
+  TP (pp 2 x tp 2, with and without sequence parallelism) and both (pp 2 x dp 2 x tp 2 on 8 processes), with 5 blocks (which no stage count divides) and a
   batch of 10 rows (which the microbatches do not divide), against one process: within 1e-5 relative each step;
 - checkpoints under the model's names (Note [Pipeline checkpoints]): saved at pp 2 x fsdp 2 after step 3, resumed at
   pp 1 (one process), pp 4, interleaved (4 stages on 2 ranks: another split of the blocks) and pp 2 x tp 2, each
@@ -63,6 +63,8 @@ def check_losses():
         (4, "1f1b pp 2 x fsdp 2, 2 microbatches", ["--pp", "2", "--dp", "2", "--fsdp", "--microbatches", "2"]),
         (4, "zb-h1 pp 2 x tp 2, 3 microbatches", ["--pp", "2", "--tp", "2", "--pp-schedule", "zb-h1",
                                                   "--microbatches", "3"]),
+        (4, "1f1b pp 2 x tp 2 with sequence parallelism, 3 microbatches",
+         ["--pp", "2", "--tp", "2", "--sequence-parallel", "--microbatches", "3"]),
         (8, "1f1b pp 2 x fsdp 2 x tp 2, 2 microbatches", ["--pp", "2", "--dp", "2", "--tp", "2", "--fsdp",
                                                          "--microbatches", "2"]),
     ]
