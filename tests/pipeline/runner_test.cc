@@ -22,6 +22,7 @@
 #include "pipeline/schedule_builders.h"
 #include "pipeline/validate.h"
 #include "tests/nn/grad_test_util.h"
+#include "tests/pipeline/random_schedules.h"
 
 namespace dt::pipeline {
 namespace {
@@ -238,6 +239,89 @@ TEST(PipelineRunner, ZeroBubbleEqualsOneProcess) {
   expect_matches(pipelined(zero_bubble_h1(2, 4), 2), one_process(2), "zb-h1 pp 2, 4 microbatches");
   expect_matches(pipelined(zero_bubble_h1(4, 5), 3), one_process(3), "zb-h1 pp 4, 3 layers, 5 microbatches");
   expect_matches(pipelined(zero_bubble_h1(2, 3), 3, {.tp = 2}), one_process(3), "zb-h1 pp 2 x tp 2");
+}
+
+// A stage that scales its input by its own weight (y = x * w): any placement of stages on ranks, the loss and every
+// weight's gradient known in closed form.
+class ScaleStage : public nn::Module {
+ public:
+  ScaleStage() : Module("ScaleStage") { register_parameter("w", {4}, nn::Init::uniform(0.5, 1.5)); }
+  std::vector<Variable> forward(const std::vector<Variable>& in) override {
+    return {nn::mul(in[0], get_parameter("w"))};
+  }
+};
+
+// Random valid schedules (tests/pipeline/random_schedules.h: random stage placement, I / W splits, any legal order)
+// run on PipelineRunner, one thread per rank: every one runs to the end (a hang would fail the receive's deadline),
+// with the loss and every weight's gradient of the sequential computation.
+TEST(PipelineRunner, RandomValidSchedulesRunAndEqualTheSequentialModel) {
+  Rng rng{77};
+  int ran = 0;
+  for (int n = 0; n < 300 && ran < 150; ++n) {
+    const Schedule s = random_schedule(rng);
+    bool fsdp = false;
+    for (const auto& list : s.actions)
+      for (const Action& a : list) fsdp = fsdp || is_fsdp(a.kind);
+    if (fsdp) continue;  // the runner leaves FSDP to its hooks
+    ++ran;
+    const int S = s.num_stages, M = s.num_microbatches;
+    const auto input_of = [](int mb) {
+      return Tensor::from_vector({0.1 * (mb + 1), -0.2 * (mb + 1), 0.3, 0.05 * (mb + 2)}, {1, 4}, DType::f32);
+    };
+    std::vector<std::vector<double>> weights(static_cast<size_t>(S)), grads(static_cast<size_t>(S));
+    double loss = 0;
+    std::mutex mu;
+    run_threads(s.num_ranks, [&](CommunicatorPtr world) {
+      set_default_world(world, true);
+      DeviceMesh mesh = DeviceMesh::create(world, Device::cpu(), {s.num_ranks, 1}, {"pp", "stage"});
+      const int me = int(mesh.local_rank("pp"));
+      std::vector<StageModule> mine;
+      for (int st = 0; st < S; ++st)
+        if (s.stage_rank[size_t(st)] == me) {
+          auto m = std::make_shared<ScaleStage>();
+          m->materialize(mesh["stage"], uint64_t(st));
+          mine.push_back({st, m});
+        }
+      PipelineRunner runner({.schedule = s,
+                             .pp_rank = me,
+                             .pp_comm = mesh.comm("pp"),
+                             .stage_mesh = mesh["stage"],
+                             .stages = mine,
+                             .boundary_shape = [](int, int) {
+                               return Shape{1, 4};
+                             }});
+      std::vector<DTensor> in;
+      for (int mb = 0; mb < M; ++mb) in.push_back(nn_test::replicate_on(input_of(mb), mesh["stage"]));
+      const double l = runner.step(in, in, [](const Variable& y, const DTensor&) { return nn::sum(y); });
+      std::lock_guard<std::mutex> lock(mu);
+      if (me == 0) loss = l;
+      for (const StageModule& st : mine) {
+        const Variable w = st.module->get_parameter("w");
+        weights[size_t(st.stage)] = w.full_tensor().to_vector();
+        grads[size_t(st.stage)] = w.grad().full_tensor().to_vector();
+      }
+    });
+    // The sequential model: loss = sum over microbatches and entries of x * w_0 * ... * w_{S-1}.
+    double want_loss = 0;
+    std::vector<std::vector<double>> want_grads(size_t(S), std::vector<double>(4, 0.0));
+    for (int mb = 0; mb < M; ++mb) {
+      const std::vector<double> x = input_of(mb).to_vector();
+      for (size_t j = 0; j < 4; ++j) {
+        double all = x[j];
+        for (int st = 0; st < S; ++st) all *= weights[size_t(st)][j];
+        want_loss += all;
+        for (int st = 0; st < S; ++st) want_grads[size_t(st)][j] += all / weights[size_t(st)][j];
+      }
+    }
+    SCOPED_TRACE(format_schedule(s));
+    EXPECT_NEAR(loss, want_loss, 1e-5 * (1 + std::abs(want_loss)));
+    for (int st = 0; st < S; ++st)
+      for (size_t j = 0; j < 4; ++j)
+        EXPECT_NEAR(grads[size_t(st)][j], want_grads[size_t(st)][j], 1e-5 * (1 + std::abs(want_grads[size_t(st)][j])))
+            << "stage " << st;
+  }
+  std::printf("  %d random valid schedules ran on the runner\n", ran);
+  EXPECT_GE(ran, 100);
 }
 
 TEST(PipelineRunner, StageLayersSplitEvenly) {
