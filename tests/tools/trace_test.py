@@ -146,7 +146,9 @@ def main(dtrun, helper, dttrace):
             arrivals = {i: e["ts"] for i, e in c.items()}
             last = max(arrivals, key=arrivals.get)
             lag_ms = (arrivals[last] - min(arrivals.values())) / 1e3
-            check(last == 1 and lag_ms >= 0.8 * SLOW_MS,
+            # Half the sleep at least: on a loaded machine (a sanitizer build, other jobs) the ranks' compute before the
+            # sleep varies by tens of milliseconds too, so the lag of the last arrival is 40 ms give or take that.
+            check(last == 1 and lag_ms >= 0.5 * SLOW_MS,
                   f"all-reduce #{c[0]['args']['seq']}: rank {last} arrives last, {lag_ms:.1f} ms after the first")
 
         # A threshold of 10 ms: on a loaded machine other calls lag by a few ms too, and would count.
@@ -156,7 +158,7 @@ def main(dtrun, helper, dttrace):
         if s.returncode == 0:
             st = json.loads(s.stdout)["stragglers"]
             late = [w for w in st["worst"] if w["kind"] == "all_reduce"]
-            check(len(late) == STEPS and all(w["last_rank"] == 1 and w["lag_us"] >= 800 * SLOW_MS for w in late),
+            check(len(late) == STEPS and all(w["last_rank"] == 1 and w["lag_us"] >= 500 * SLOW_MS for w in late),
                   "dttrace summary: rank 1 is the straggler of every world all-reduce, by about 40 ms")
             check([r["rank"] for r in st["slow_ranks"]] == [1], f"dttrace summary: slow on most steps {st['slow_ranks']}")
 
