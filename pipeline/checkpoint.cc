@@ -128,7 +128,7 @@ Completed complete(const checkpoint::TensorList& local, const checkpoint::Metada
       Entry e;
       e.name = take(in);
       e.dtype = dtype_from_name(take(in));
-      std::string_view dims = take(in);
+      const std::string dims = take(in);
       for (size_t at = 0; at < dims.size();) {
         const size_t comma = dims.find(',', at);
         e.shape.push_back(std::stoll(std::string(dims.substr(at, comma - at))));
