@@ -4,26 +4,15 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <set>
 #include <string_view>
 #include <utility>
 
 #include "collectives/exchange.h"
 #include "core/error.h"
 #include "dtensor/device_mesh.h"
-#include "pipeline/gpt_stage.h"
 
 namespace dt::pipeline {
 namespace {
-
-// A container of a Gpt's parts under the model's names (gpt_rank_module).
-class Parts : public nn::Module {
- public:
-  explicit Parts(const char* type) : Module(type) {}
-  std::vector<nn::Variable> forward(const std::vector<nn::Variable>&) override {
-    DT_THROW(Unsupported, type_name(), " holds a pipeline rank's stages for their state; the stages run");
-  }
-};
 
 // Length-prefixed fields ("5:hello"), so that names and values may hold any byte.
 void put(std::string& out, std::string_view s) {
@@ -176,29 +165,6 @@ Completed complete(const checkpoint::TensorList& local, const checkpoint::Metada
 }
 
 }  // namespace
-
-nn::ModulePtr gpt_rank_module(const std::shared_ptr<nn::Gpt>& model, const std::vector<int>& stages, int num_stages) {
-  DT_CHECK_ARG(model != nullptr && !stages.empty(), "gpt_rank_module: a model and at least one stage are needed");
-  auto parts = std::make_shared<Parts>("GptRankParts");
-  auto blocks = std::make_shared<Parts>("GptRankBlocks");
-  std::set<int> mine(stages.begin(), stages.end());
-  for (int s : mine) DT_CHECK_ARG(s >= 0 && s < num_stages, "gpt_rank_module: stage ", s, " of ", num_stages);
-  if (mine.count(0)) parts->register_module("tok_embeddings", model->tok_embeddings);
-  bool any_block = false;
-  for (int s : mine) {
-    const IndexRange r = stage_layers(int64_t(model->layers.size()), num_stages, s);
-    for (int64_t i = r.begin; i < r.end; ++i) {
-      blocks->register_module(std::to_string(i), model->layers[size_t(i)]);
-      any_block = true;
-    }
-  }
-  if (any_block) parts->register_module("layers", blocks);
-  if (mine.count(num_stages - 1)) {
-    parts->register_module("norm", model->norm);
-    if (model->output) parts->register_module("output", model->output);
-  }
-  return parts;
-}
 
 checkpoint::TensorList complete_tensor_list(const checkpoint::TensorList& local, const CommunicatorPtr& world) {
   return complete(local, {}, world).tensors;

@@ -1,7 +1,7 @@
 // Checkpoints of a pipeline-parallel model under the whole model's names, so that a model saved at pp 2 loads at pp 1,
 // 4, or with another split of its blocks into stages (Note [Pipeline checkpoints]).
 //
-//   nn::ModulePtr mine = pipeline::gpt_rank_module(model, {0, 2}, 4);   // this rank's stages, under the model's names
+//   nn::ModulePtr mine = pipeline::gpt_rank_module(model, {0, 2}, 4);   // pipeline/gpt_stage.h
 //   pipeline::save_checkpoint("ckpt/step-100", *mine, &opt, {{"step", int64_t(100)}}, world);
 //   auto r = pipeline::load_checkpoint(dir, *mine, &opt);               // any split saved it
 //
@@ -23,14 +23,8 @@
 #include "collectives/communicator.h"
 #include "dtensor/checkpoint/checkpoint.h"
 #include "nn/checkpoint.h"
-#include "nn/models/gpt.h"
 
 namespace dt::pipeline {
-
-// The parts of `model` that `stages` (of `num_stages`) hold, as one Module under the model's names: the embedding
-// when stage 0 is among them, the blocks (layers.<i>), the final norm and the output projection with the last stage.
-// For state dicts, checkpoints and optimizers' names; its forward is not supported (the stages run).
-nn::ModulePtr gpt_rank_module(const std::shared_ptr<nn::Gpt>& model, const std::vector<int>& stages, int num_stages);
 
 // `local` completed with every other rank's names (Note [Pipeline checkpoints]): the same list, in the same order, on
 // every rank; placeholders for what this rank does not hold. Collective over `world`.

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "nn/models/gpt.h"
 #include "placement/layout.h"
@@ -24,5 +25,10 @@ IndexRange stage_layers(int64_t num_layers, int num_stages, int stage);
 // stage) or hidden states [batch, seq, dim] (the others) to hidden states, or to the logits on the last stage.
 // Tied embeddings need the embedding on the last stage too: refused when num_stages > 1.
 nn::ModulePtr gpt_stage(const std::shared_ptr<nn::Gpt>& model, int stage, int num_stages);
+
+// The parts of `model` that `stages` (of `num_stages`) hold, as one Module under the model's names: the embedding
+// when stage 0 is among them, the blocks (layers.<i>), the final norm and the output projection with the last stage.
+// For state dicts, checkpoints and optimizers' names; its forward is not supported (the stages run).
+nn::ModulePtr gpt_rank_module(const std::shared_ptr<nn::Gpt>& model, const std::vector<int>& stages, int num_stages);
 
 }  // namespace dt::pipeline

@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "collectives/exchange.h"
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "core/trace.h"
@@ -83,13 +84,11 @@ PipelineRunner::PipelineRunner(RunnerOptions options) : options_(std::move(optio
 void PipelineRunner::check_same_schedule() const {
   const Schedule& s = options_.schedule;
   const std::string text = format_schedule(s);
-  Tensor mine = Tensor::from_vector({double(crc32c(text.data(), text.size()))}, {1}, DType::i64);  // 32 bits: exact
-  Tensor all = Tensor::empty({int64_t(s.num_ranks)}, DType::i64, Device::cpu());
-  options_.pp_comm->all_gather(mine, all)->wait();
-  const int64_t* crc = all.data<int64_t>();
+  const std::vector<int64_t> crc = all_gather_ints(*options_.pp_comm, {int64_t(crc32c(text.data(), text.size()))});
   for (int r = 0; r < s.num_ranks; ++r)
-    DT_CHECK_ARG(crc[r] == crc[options_.pp_rank], "PipelineRunner: rank ", r, "'s schedule differs from rank ",
-                 options_.pp_rank, "'s '", s.name, "' (CRC32C of the table ", crc[r], " vs ", crc[options_.pp_rank],
+    DT_CHECK_ARG(crc[size_t(r)] == crc[size_t(options_.pp_rank)], "PipelineRunner: rank ", r,
+                 "'s schedule differs from rank ", options_.pp_rank, "'s '", s.name, "' (CRC32C of the table ",
+                 crc[size_t(r)], " vs ", crc[size_t(options_.pp_rank)],
                  "): every pipeline rank must run the same schedule");
 }
 

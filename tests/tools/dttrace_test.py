@@ -254,6 +254,15 @@ def check_summary(tmp):
     return d, docs
 
 
+def write_one_rank(d, ev):
+    """The rank file of a one-process trace holding the events `ev` (clock not estimated, nothing dropped)."""
+    with open(os.path.join(d, "rank-00000.trace.json"), "w") as f:
+        json.dump({"traceEvents": ev, "displayTimeUnit": "ms",
+                   "dtensor": {"version": 1, "rank": 0, "world_size": 1, "pid": 1, "host": "h",
+                               "clock": {"offset_ns": 0, "uncertainty_ns": -1, "reference_rank": 0},
+                               "events": sum(e["ph"] == "X" for e in ev), "dropped": 0, "capacity": 1024}}, f)
+
+
 def check_gpu_spans(tmp):
     """A CUDA rank with GPU spans (category gpu, on a stream's track): the kernels' time is compute, a host wait
     under a kernel is not exposed, and no note about launch-only spans."""
@@ -272,11 +281,7 @@ def check_gpu_spans(tmp):
                     "signature": "all_reduce(count=1, f32, sum)"}},
           {"ph": "X", "name": "wait", "cat": "wait", "ts": 200.0, "dur": 5000.0, "pid": 0, "tid": 1,
            "args": {"comm": "c0", "seq": 1}}]
-    with open(os.path.join(d, "rank-00000.trace.json"), "w") as f:
-        json.dump({"traceEvents": ev, "displayTimeUnit": "ms",
-                   "dtensor": {"version": 1, "rank": 0, "world_size": 1, "pid": 1, "host": "h",
-                               "clock": {"offset_ns": 0, "uncertainty_ns": -1, "reference_rank": 0},
-                               "events": 5, "dropped": 0, "capacity": 1024}}, f)
+    write_one_rank(d, ev)
     p = dttrace("summary", d, "--json")
     s = json.loads(p.stdout) if p.returncode == 0 else None
     check(s is not None and s["cuda_op_ranks"] == [], "GPU spans: no note about launch-only CUDA spans", p)
@@ -307,11 +312,7 @@ def check_one_rank(tmp):
                     "signature": "all_reduce(count=1, f32, sum)"}},
           {"ph": "X", "name": "wait", "cat": "wait", "ts": 3100.0, "dur": 200.0, "pid": 0, "tid": 1,
            "args": {"comm": "c0", "seq": -1}}]
-    with open(os.path.join(d, "rank-00000.trace.json"), "w") as f:
-        json.dump({"traceEvents": ev, "displayTimeUnit": "ms",
-                   "dtensor": {"version": 1, "rank": 0, "world_size": 1, "pid": 1, "host": "h",
-                               "clock": {"offset_ns": 0, "uncertainty_ns": -1, "reference_rank": 0},
-                               "events": 6, "dropped": 0, "capacity": 1024}}, f)
+    write_one_rank(d, ev)
     p = dttrace("summary", d, "--json")
     s = json.loads(p.stdout) if p.returncode == 0 else None
     check(s is not None and s["whole_trace_as_one_step"] and [x["step"] for x in s["steps"]] == ["all"] and
