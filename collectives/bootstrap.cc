@@ -1,10 +1,12 @@
 #include "collectives/bootstrap.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <vector>
 
+#include "collectives/store/prefix_store.h"
 #include "collectives/store/store_protocol.h"
 #include "collectives/store/tcp_store.h"
 #include "core/config.h"
@@ -115,6 +117,8 @@ BootstrapEnv init_from_env(const EnvLookup& env) {
   out.local_rank = local_rank.value;
   out.local_world_size = local_world.value;
   out.launcher = launcher_of(rank.name);
+  out.restart_count = read_int(env, {"DT_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT"}, 0).value;
+  out.max_restarts = std::max(0, read_int(env, {"DT_MAX_RESTARTS", "TORCHELASTIC_MAX_RESTARTS"}, 0).value);
 
   Found addr = first_set(env, {"DT_MASTER_ADDR", "MASTER_ADDR"});
   if (!addr.name.empty()) {
@@ -156,7 +160,9 @@ BootstrapEnv init_from_env(const EnvLookup& env) {
   return out;
 }
 
-std::shared_ptr<Store> connect_store(const BootstrapEnv& env, std::optional<StoreDuration> timeout) {
+namespace {
+
+std::shared_ptr<Store> connect_tcp_store(const BootstrapEnv& env, std::optional<StoreDuration> timeout) {
   TcpStoreOptions client;
   client.host = env.master_addr;
   client.port = env.master_port;
@@ -180,6 +186,19 @@ std::shared_ptr<Store> connect_store(const BootstrapEnv& env, std::optional<Stor
   }
   client.port = server->port();
   return std::make_shared<TcpStore>(std::move(client), std::move(server));
+}
+
+}  // namespace
+
+std::string generation_prefix(int restart_count) {
+  DT_CHECK_ARG(restart_count >= 0, "generation_prefix: the restart count must be >= 0, not ", restart_count);
+  return "gen" + std::to_string(restart_count);
+}
+
+std::shared_ptr<Store> connect_store(const BootstrapEnv& env, std::optional<StoreDuration> timeout) {
+  std::shared_ptr<Store> store = connect_tcp_store(env, timeout);
+  if (env.restart_count < 0) return store;
+  return std::make_shared<PrefixStore>(std::move(store), generation_prefix(env.restart_count));
 }
 
 }  // namespace dt

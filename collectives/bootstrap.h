@@ -54,6 +54,9 @@ struct BootstrapEnv {
   bool store_hosted = false;     // DT_STORE_HOSTED=1: the launcher hosts the store
   std::string bind_addr;         // where rank 0 hosts the store when it does: DT_STORE_BIND_ADDR or master_addr
   std::string launcher;          // where the rank came from: "dtrun", "torchrun", "openmpi" or "slurm"
+  // Note [Generations]: DT_RESTART_COUNT (or TORCHELASTIC_RESTART_COUNT); -1 when neither is set.
+  int restart_count = -1;
+  int max_restarts = 0;  // DT_MAX_RESTARTS (or TORCHELASTIC_MAX_RESTARTS): > 0 in an elastic job
 };
 
 // Returns the value of an environment variable, nullopt when unset.
@@ -67,8 +70,19 @@ BootstrapEnv init_from_env(const EnvLookup& lookup);
 // Connects to the job's store, hosting it first when this is rank 0 and the launcher does not (see the rules above).
 // The returned store owns the in-process server, if any (and so do its clones). timeout: the store's default deadline
 // and how long to retry connecting; nullopt = DT_TIMEOUT_S or 300 s.
-// Returns a TcpStore (collectives/store/tcp_store.h).
+// Returns a TcpStore (collectives/store/tcp_store.h), or, in a generation of an elastic job (restart_count >= 0), a
+// PrefixStore over it with the prefix generation_prefix(restart_count).
+//
+// Note [Generations]
+// An elastic launcher (dtrun --max-restarts, torchrun) restarts a failed job as a new generation whose ranks all
+// get the restart count. The launcher's store outlives generations, so every key of generation g lives under
+// "gen<g>/": a late write of a rank of generation g (one that was stopped, not dead, and resumed) lands where no
+// rank of generation g + 1 reads, and the backends' endpoint addresses, exchanged through the store, are only ever
+// those of the same generation, so no message of an old generation reaches a new one.
 std::shared_ptr<Store> connect_store(const BootstrapEnv& env,
                                      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+
+// "gen<restart_count>": a generation's key space in the job's store (Note [Generations]).
+std::string generation_prefix(int restart_count);
 
 }  // namespace dt

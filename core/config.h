@@ -74,6 +74,9 @@ enum class Type { kBool, kInt, kSeconds, kChoice, kString };
   X(kLocalWorldSize, "DT_LOCAL_WORLD_SIZE", kInt, "", 1, int64_t(1) << 30, "",                                         \
     "launch: the ranks on this node (LOCAL_WORLD_SIZE or OMPI_COMM_WORLD_LOCAL_SIZE are read too)")                    \
   X(kNodeRank, "DT_NODE_RANK", kInt, "", 0, int64_t(1) << 30, "", "launch: this node's index (set by dtrun)")          \
+  X(kSlot, "DT_SLOT", kInt, "", 0, int64_t(1) << 30, "",                                                               \
+    "launch: the slot of this node a rank runs on (set by dtrun; in an elastic job bind a device by it, not by the "   \
+    "local rank)")                                                                                                     \
   X(kMasterAddr, "DT_MASTER_ADDR", kString, "127.0.0.1", 0, 0, "",                                                     \
     "launch: the address of the node that hosts rank 0 and the store (MASTER_ADDR is read too)")                       \
   X(kMasterPort, "DT_MASTER_PORT", kInt, "", 1, 65535, "", "launch: the store's port (MASTER_PORT is read too)")       \
@@ -84,7 +87,12 @@ enum class Type { kBool, kInt, kSeconds, kChoice, kString };
   X(kStoreSecret, "DT_STORE_SECRET", kString, "", 0, 0, "",                                                            \
     "launch: the shared secret that authenticates store clients (HMAC); dtrun makes one per job")                      \
   X(kStoreInsecure, "DT_STORE_INSECURE", kBool, "0", 0, 0, "",                                                         \
-    "launch: use a well-known store secret (trusted networks only) when DT_STORE_SECRET is not set")
+    "launch: use a well-known store secret (trusted networks only) when DT_STORE_SECRET is not set")                   \
+  X(kRestartCount, "DT_RESTART_COUNT", kInt, "0", 0, int64_t(1) << 30, "",                                             \
+    "launch: this generation of an elastic job (set by dtrun; TORCHELASTIC_RESTART_COUNT is read too): its store "     \
+    "keys live under gen<N>/")                                                                                         \
+  X(kMaxRestarts, "DT_MAX_RESTARTS", kInt, "0", 0, int64_t(1) << 30, "",                                               \
+    "launch: dtrun --max-restarts (TORCHELASTIC_MAX_RESTARTS is read too); > 0 makes a job elastic")
 
 enum class Var : int {
 #define DT_CONFIG_ENUM(id, name, type, def, lo, hi, choices, help) id,

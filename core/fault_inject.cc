@@ -60,7 +60,10 @@ Spec* parse() {
   s->n = parse_count(parts[2], "N", spec);
   s->action = parse_action(parts[3], spec);
   const int64_t me = config::is_set(config::Var::kRank) ? config::get_int(config::Var::kRank) : 0;
-  if (s->rank != me) {
+  // The first generation only: an elastic job's restart does not fail again at the same point.
+  const int64_t generation =
+      config::is_set(config::Var::kRestartCount) ? config::get_int(config::Var::kRestartCount) : 0;
+  if (s->rank != me || generation > 0) {
     delete s;
     return nullptr;
   }

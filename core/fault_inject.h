@@ -6,7 +6,8 @@
 // call is already issued, so the peers are inside it), `compute` (an op's local kernel is about to run) and
 // `checkpoint_save` (this rank's file is half written). Actions: kill (SIGKILL), term (SIGTERM), exit (exit(3) with
 // the static destructors), abort, stop (SIGSTOP: a hung rank) and skip (collectives only: the call takes its
-// sequence number and does nothing, as a lost call would, so the peers wait for this rank at that number). The fault
+// sequence number and does nothing, as a lost call would, so the peers wait for this rank at that number). Only the
+// first generation of an elastic job (DT_RESTART_COUNT 0 or unset) fails: its restart runs clean. The fault
 // matrix (tests/reliability/fault_matrix.py) drives training through every point and action. Unset, a point costs
 // one load of a flag.
 #pragma once

@@ -17,6 +17,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/json_text.h"
 
 namespace dt::trace {
 
@@ -51,32 +52,7 @@ int64_t skew_ns() {
 
 thread_local int32_t t_track = 0;
 
-void escape_into(std::string& out, std::string_view s) {
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-}
+void escape_into(std::string& out, std::string_view s) { json::escape_into(out, s); }
 
 // Microseconds with nanosecond digits: "12.345" (Chrome trace timestamps are in µs).
 void micros_into(std::string& out, int64_t ns) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <string>
 
+#include "collectives/bootstrap.h"
 #include "collectives/process_group.h"
 #include "collectives/thread/thread_comm.h"
 #include "kernels/cpu/parallel.h"
@@ -22,6 +23,9 @@ struct ProgramWorld {
   CommunicatorPtr world;
   bool launched = false;  // under a launcher (dtrun, torchrun, mpirun, srun): destroy_process_group at the end
   int threads = 1;        // this rank's intra-op threads
+  // An elastic launcher's generation (Note [Generations]): -1 when not launched by one; max_restarts > 0 when the
+  // job may be restarted on another number of ranks (Note [Resize policy]).
+  int restart_count = -1, max_restarts = 0;
 };
 
 // Under a launcher: its processes (init_process_group); started directly: a world of this one process. Then this
@@ -32,6 +36,9 @@ inline ProgramWorld join_world(int64_t threads = 0) {
   ProgramWorld w;
   w.launched = under_launcher();
   if (w.launched) {
+    const BootstrapEnv env = init_from_env();
+    w.restart_count = env.restart_count;
+    w.max_restarts = env.max_restarts;
     w.world = init_process_group();
   } else {
     w.world = make_thread_world(1)[0];

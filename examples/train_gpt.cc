@@ -25,6 +25,7 @@
 #include <string>
 
 #include "core/allocator.h"
+#include "core/error_file.h"
 #include "core/memory_stats.h"
 #include "core/process_memory.h"
 #include "core/splitmix.h"
@@ -46,6 +47,7 @@
 #include "placement/layout.h"
 #include "tools/args.h"
 #include "train/lr_schedule.h"
+#include "train/resize.h"
 
 namespace {
 
@@ -55,11 +57,14 @@ struct Args {
   double lr = 1e-3, clip = 1.0;
   bool json = false, sequence_parallel = false, activation_checkpointing = false, cuda = false, fsdp = false,
        cpu_offload = false;
-  int64_t hsdp = 1;             // replicate groups of HSDP (1: plain FSDP)
-  std::string mixed_precision;  // "", "bf16" or "f16": FSDP's param dtype (gradients reduced in f32)
-  std::string save_dir;         // checkpoints in save_dir/step-NNNNNN (model and AdamW state)
-  int64_t save_every = 0;       // 0: at the end only
-  int64_t keep = 2;             // complete checkpoints kept
+  int64_t hsdp = 1;               // replicate groups of HSDP (1: plain FSDP)
+  int64_t grad_accum = 1;         // micro-batches per step on each dp rank (under --pp: times --microbatches)
+  int64_t memory_budget_mib = 0;  // an elastic restart's plan must fit in this per rank (0: not checked)
+  std::string sample_log;         // each dp rank's rows per step appended to <sample_log>.rank<N>
+  std::string mixed_precision;    // "", "bf16" or "f16": FSDP's param dtype (gradients reduced in f32)
+  std::string save_dir;           // checkpoints in save_dir/step-NNNNNN (model and AdamW state)
+  int64_t save_every = 0;         // 0: at the end only
+  int64_t keep = 2;               // complete checkpoints kept
   bool async_save = false, resume = false;
   int64_t stop_at = 0;      // > 0: end after this step, as a preempted job would (the schedule still spans --steps)
   std::string export_path;  // the model's weights as safetensors at the end
@@ -79,7 +84,8 @@ constexpr const char* kUsage =
     "                 [--mixed-precision bf16|f16] [--cpu-offload] [--save-dir DIR] [--save-every N]\n"
     "                 [--keep 2] [--async-save] [--resume] [--stop-at N] [--export model.safetensors]\n"
     "                 [--export-hf DIR] [--pp P] [--pp-schedule gpipe|1f1b|interleaved|zb-h1]\n"
-    "                 [--microbatches M] [--stages-per-rank V] [--print-schedule] [--json]\n"
+    "                 [--microbatches M] [--stages-per-rank V] [--print-schedule] [--grad-accum A]\n"
+    "                 [--memory-budget MiB] [--sample-log PREFIX] [--json]\n"
     "Run under dtrun with P * D * T processes (or one process for P = D = T = 1).\n";
 
 using dt::tools::UsageError;
@@ -101,7 +107,9 @@ Args parse(int argc, char** argv) {
         args.take("--export", a.export_path) || args.take("--export-hf", a.export_hf) ||
         args.take("--activation-checkpointing", a.activation_checkpointing) || args.take("--pp", a.pp) ||
         args.take("--pp-schedule", a.pp_schedule) || args.take("--microbatches", a.microbatches) ||
-        args.take("--stages-per-rank", a.stages_per_rank) || args.take("--print-schedule", a.print_schedule))
+        args.take("--stages-per-rank", a.stages_per_rank) || args.take("--print-schedule", a.print_schedule) ||
+        args.take("--grad-accum", a.grad_accum) || args.take("--memory-budget", a.memory_budget_mib) ||
+        args.take("--sample-log", a.sample_log))
       continue;
     if (args.take("--hsdp", a.hsdp)) {
       a.fsdp = true;
@@ -127,12 +135,15 @@ Args parse(int argc, char** argv) {
     throw UsageError{"--save-every, --resume and --async-save need --save-dir"};
   if (a.save_every < 0 || a.keep < 1 || a.stop_at < 0)
     throw UsageError{"--save-every, --stop-at must be >= 0 and --keep >= 1"};
+  if (a.grad_accum < 1 || a.memory_budget_mib < 0)
+    throw UsageError{"--grad-accum must be >= 1 and --memory-budget >= 0"};
   if (a.pp < 1 || a.microbatches < 0 || a.stages_per_rank < 0)
     throw UsageError{"--pp must be >= 1, --microbatches and --stages-per-rank >= 0"};
   if (a.microbatches == 0) a.microbatches = a.pp;
   if (a.stages_per_rank == 0) a.stages_per_rank = a.pp_schedule == "interleaved" ? 2 : 1;
   if (a.pp > 1 && (a.hsdp > 1 || !a.export_hf.empty()))
     throw UsageError{"--pp does not take --hsdp or --export-hf yet"};
+  if (a.pp > 1 && a.grad_accum > 1) throw UsageError{"--pp accumulates over --microbatches: no --grad-accum"};
   if (a.pp > 1 && a.batch < a.microbatches * a.dp)
     throw UsageError{"--pp: every dp rank needs a row in every microbatch: --batch >= --microbatches * --dp"};
   return a;
@@ -223,15 +234,56 @@ void print_memory(const dt::CommunicatorPtr& world, const dt::Device& device, co
 
 }  // namespace
 
+// Note [Resize policy]: `a` moved to `world` ranks: dp (and HSDP's replicas) from the world, tp and pp kept, the
+// global batch kept by gradient accumulation (under --pp, more microbatches). The memory check, with
+// --memory-budget, counts f32 parameters, gradients and AdamW's two moments, and an estimate of a row's activations
+// (16 values of dim per token and layer, the logits twice).
+dt::train::ParallelPlan resize(Args& a, int64_t world) {
+  const dt::train::ParallelPlan asked{
+      .dp = a.dp, .tp = a.tp, .pp = a.pp, .hsdp = a.hsdp, .grad_accum = a.grad_accum, .global_batch = a.batch};
+  dt::nn::GptConfig cfg;
+  cfg.vocab = a.vocab;
+  cfg.dim = a.dim;
+  cfg.layers = a.layers;
+  cfg.heads = a.heads;
+  cfg.hidden = a.hidden;
+  const int64_t params = dt::nn::Gpt(cfg).num_parameters();
+  const dt::train::MemoryModel memory{
+      .budget_bytes = a.memory_budget_mib << 20,
+      .state_bytes = params * 16,
+      .state_sharded = a.fsdp,
+      .activation_bytes_per_row = a.seq * (16 * a.dim * a.layers / a.pp + 2 * a.vocab) * 4 / a.tp};
+  const dt::train::ParallelPlan p = dt::train::resize_plan(asked, world, memory);
+  a.dp = p.dp;
+  a.hsdp = p.hsdp;
+  if (a.pp > 1) {
+    a.microbatches *= p.grad_accum / a.grad_accum;
+  } else {
+    a.grad_accum = p.grad_accum;
+  }
+  return p;
+}
+
 int main(int argc, char** argv) {
-  const Args a = dt::tools::parse_or_exit("train_gpt", [&] { return parse(argc, argv); });
+  Args a = dt::tools::parse_or_exit("train_gpt", [&] { return parse(argc, argv); });
   try {
     // Under a launcher: its processes; started directly: a world of this one process; this rank's threads.
     const dt::examples::ProgramWorld program = dt::examples::join_world(a.threads);
     const dt::CommunicatorPtr& world = program.world;
     const bool launched = program.launched;
     const bool lead = world->rank() == 0;
-    if (!dt::examples::check_ranks(*world, a.dp, a.tp, "train_gpt", a.pp)) return 2;
+    // An elastic job (dtrun --max-restarts) takes the layout of the ranks it finds: the flags are the plan asked
+    // for (Note [Resize policy]); any other job must have the ranks its flags ask for.
+    std::optional<dt::train::ParallelPlan> resized;
+    if (program.max_restarts > 0) {
+      resized = resize(a, world->size());
+    } else if (!dt::examples::check_ranks(*world, a.dp, a.tp, "train_gpt", a.pp)) {
+      return 2;
+    }
+    if (a.pp > 1 && a.batch < a.microbatches * a.dp)
+      throw dt::InvalidArgument("--pp: every dp rank needs a row in every microbatch: --batch " +
+                                std::to_string(a.batch) + " < " + std::to_string(a.microbatches) +
+                                " microbatches x dp " + std::to_string(a.dp));
     // The FSDP engine's communication figures, printed at the end.
     dt::fsdp::CommStatsObserver comm;
     const dt::fsdp::ScopedCommObserver observing(comm);
@@ -363,10 +415,20 @@ int main(int argc, char** argv) {
       if (a.print_schedule) std::fprintf(out, "%s", dt::pipeline::format_schedule(*pipeline_schedule).c_str());
       std::fflush(out);
     }
-    // --resume: the newest complete checkpoint under --save-dir (the data of step k depends on k alone, so the run
-    // goes on as if it had not stopped).
+    if (lead && resized && !a.json)
+      std::printf("elastic: generation %d on %d ranks: %s\n", program.restart_count, world->size(),
+                  dt::train::describe(*resized).c_str());
+    // --resume, or a restarted generation of an elastic job: the newest complete checkpoint under --save-dir (the
+    // data of step k depends on k alone, so the run goes on as if it had not stopped). A save a failure cut short
+    // is never loaded, and is removed before this generation saves.
     int64_t first_step = 1;
-    if (a.resume) {
+    const bool restarted = program.restart_count > 0;
+    if (restarted && a.save_dir.empty() && lead)
+      std::fprintf(stderr, "train_gpt: a restarted generation without --save-dir starts again at step 1\n");
+    if ((a.resume || restarted) && !a.save_dir.empty()) {
+      if (lead)
+        for (const std::string& d : dt::checkpoint::remove_interrupted(a.save_dir))
+          if (!a.json) std::printf("removed %s: a save that did not complete\n", d.c_str());
       if (const auto dir = dt::checkpoint::latest(a.save_dir)) {
         const auto t0 = std::chrono::steady_clock::now();
         const dt::checkpoint::LoadResult r = pipelined ? dt::pipeline::load_checkpoint(*dir, *rank_module, &opt)
@@ -406,6 +468,13 @@ int main(int argc, char** argv) {
                     a.async_save ? "saving to" : "saved to", pending_dir.c_str(), a.async_save ? blocked : secs,
                     a.async_save ? " (the rest is written while training goes on)" : "");
     };
+    // --sample-log: one file per dp rank (its tp and pp rank 0), appended to by every generation.
+    FILE* sample_log = nullptr;
+    if (!a.sample_log.empty() && tp.local_rank(0) == 0 && (!pipelined || pp_rank == 0)) {
+      const std::string path = a.sample_log + ".dp" + std::to_string(dp_rank);
+      sample_log = std::fopen(path.c_str(), "a");
+      if (sample_log == nullptr) throw dt::InvalidArgument("--sample-log: cannot append to " + path);
+    }
     double first_loss = 0, last_loss = 0, total_s = 0;
     double pp_step_s = 0, pp_compute_s = 0;  // the pipeline's steps after the first: its measured bubble
     const int64_t last_step = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
@@ -430,11 +499,24 @@ int main(int argc, char** argv) {
           pp_step_s += runner->last_step_times().step_s;
           pp_compute_s += runner->last_step_times().compute_s;
         }
-      } else {
-        dt::nn::Variable loss =
-            token_loss((*model)(dt::nn::Variable(dt::as_replicate(ids, tp))), dt::as_replicate(targets, tp));
-        loss.backward();
-        l = loss.full_tensor().to(dt::DType::f64);
+      } else {  // grad_accum micro-batches of this dp rank's rows; FSDP reduces after the last only
+        double sum = 0;
+        for (int64_t m = 0; m < a.grad_accum; ++m) {
+          const dt::IndexRange r = dt::balanced_range(rows, a.grad_accum, m);
+          if (a.fsdp && a.grad_accum > 1) sharded.at(0).set_requires_gradient_sync(m == a.grad_accum - 1);
+          const dt::Tensor mi = ids.narrow(0, r.begin, r.size()).contiguous();
+          const dt::Tensor mt = targets.narrow(0, r.begin, r.size()).contiguous();
+          dt::nn::Variable loss =
+              token_loss((*model)(dt::nn::Variable(dt::as_replicate(mi, tp))), dt::as_replicate(mt, tp));
+          loss.backward();
+          sum += loss.full_tensor().to(dt::DType::f64).data<double>()[0];
+        }
+        l = dt::Tensor::from_vector({sum}, {1}, dt::DType::f64);
+      }
+      if (sample_log) {  // the rows this dp rank trained, for the elastic trials' check
+        std::fprintf(sample_log, "gen %d step %lld rows %lld %lld dp %lld\n", program.restart_count, (long long)step,
+                     (long long)row0, (long long)rows, (long long)a.dp);
+        std::fflush(sample_log);
       }
       if (a.dp > 1 && !a.fsdp) dt::nn::all_reduce_gradients(params, dp, dt::ReduceOp::kSum);
       if (a.clip > 0) {
@@ -528,6 +610,7 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "train_gpt: " << e.what() << "\n";
+    dt::record_error(std::string("train_gpt: ") + e.what());  // Note [Error files]: for the launcher
     return 1;
   }
 }

@@ -1,20 +1,27 @@
 // dtrun: starts the ranks of a job on this node, hosts the job's store (node rank 0), optionally tags output lines
-// with the rank, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT, and when a rank fails stops the others.
+// with the rank, forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT, and when a rank fails stops the others; with
+// --max-restarts N it then starts the job again, as a new generation, up to N times, on the slots that are left
+// when --nproc-per-node is a range MIN:MAX (Note [Elastic generations]).
 //
-// Each rank gets DT_RANK, DT_WORLD_SIZE, DT_LOCAL_RANK, DT_LOCAL_WORLD_SIZE, DT_NODE_RANK, DT_MASTER_ADDR,
-// DT_MASTER_PORT, DT_STORE_SECRET, DT_STORE_HOSTED=1 (and DT_TIMEOUT_S with --timeout); torchrun's RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT are removed so that they cannot disagree. Ranks run in
-// their own process groups (a signal reaches a rank's whole process tree) with stdin from /dev/null.
+// Each rank gets DT_RANK, DT_WORLD_SIZE, DT_LOCAL_RANK, DT_LOCAL_WORLD_SIZE, DT_NODE_RANK, DT_SLOT, DT_MASTER_ADDR,
+// DT_MASTER_PORT, DT_STORE_SECRET, DT_STORE_HOSTED=1, DT_RESTART_COUNT, DT_MAX_RESTARTS (and DT_TIMEOUT_S with
+// --timeout), and torchrun's environment with the same values: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+// GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT (a port of its own,
+// for torch.distributed's store), TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID and
+// TORCHELASTIC_ERROR_FILE (Note [Error files] in core/error_file.h: dtrun names the message of the rank that failed
+// first). Ranks run in their own process groups (a signal reaches a rank's whole process tree) with stdin from
+// /dev/null.
 //
-// Exit code: 0 when every rank exits 0; else the exit code of the rank that failed first (128 + signal number when a
-// signal killed it); 128 + signal when dtrun itself was interrupted; 2 for usage errors; 127 when the program cannot
-// be found.
+// Exit code: 0 when every rank of a generation exits 0; else the exit code of the rank that failed first in the last
+// generation (128 + signal number when a signal killed it); 128 + signal when dtrun itself was interrupted; 2 for
+// usage errors; 127 when the program cannot be found; 1 when too few slots are left for another generation.
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,8 +31,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,23 +46,37 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "tools/args.h"
+#include "tools/dtrun_generation.h"
 
 extern char** environ;
 
 namespace {
 
+using dt::dtrun::say;
+using dt::dtrun::seconds_str;
+using dt::dtrun::signal_name;
 using Clock = std::chrono::steady_clock;
 
 const char* kUsage =
-    "usage: dtrun --nproc-per-node N [--nnodes M --node-rank I --master-addr A --master-port P]\n"
-    "             [--tag-output] [--timeout S] [--grace-period S]\n"
-    "             [--failure-grace S] [--] program [args...]\n"
+    "usage: dtrun --nproc-per-node N|MIN:MAX [--nnodes M --node-rank I --master-addr A --master-port P]\n"
+    "             [--max-restarts R] [--world-multiple K] [--slot-file F] [--settle S] [--log-dir D]\n"
+    "             [--tag-output] [--timeout S] [--grace-period S] [--failure-grace S] [--] program [args...]\n"
     "\n"
-    "  --nproc-per-node N  ranks to start on this node (required)\n"
+    "  --nproc-per-node N  ranks to start on this node (required); MIN:MAX: an elastic job on MAX slots, which goes\n"
+    "                      on with fewer (at least MIN) when a slot is lost\n"
     "  --nnodes M          nodes in the job (default 1); run one dtrun per node\n"
     "  --node-rank I       this node's index, 0..M-1 (default 0); node 0 hosts the store\n"
     "  --master-addr A     address of node 0, where the store listens (default 127.0.0.1; required when M > 1)\n"
-    "  --master-port P     store port (default: a free port when M == 1, else 29500)\n"
+    "  --master-port P     store port (default: a free port when M == 1, else 29500); MASTER_PORT, for PyTorch's\n"
+    "                      own store, is P + 1 (a free port when M == 1)\n"
+    "  --max-restarts R    when a rank fails, stop the others and start the job again, up to R times (default 0);\n"
+    "                      each start is a generation with DT_RESTART_COUNT (TORCHELASTIC_RESTART_COUNT) = 0, 1, ..\n"
+    "  --world-multiple K  an elastic generation runs a multiple of K ranks (the job's tp x pp; default 1)\n"
+    "  --slot-file F       elastic: dtrun writes the lost slots there, one per line, and watches the file: delete a\n"
+    "                      line to return a slot (the job restarts on more ranks at once)\n"
+    "  --settle S          seconds between a generation's end and the next one's start (default 1)\n"
+    "  --log-dir D         where the ranks' error files go (D/attempt_<g>/<local rank>/error.json; default: a\n"
+    "                      temporary folder removed at the end)\n"
     "  --tag-output        prefix every output line with the rank: [r3] ...\n"
     "  --timeout S         deadline in seconds of every blocking call in the ranks (sets DT_TIMEOUT_S)\n"
     "  --grace-period S    seconds between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
@@ -63,29 +88,35 @@ const char* kUsage =
     "secret unless DT_STORE_SECRET is set.\n";
 
 struct Options {
-  int nproc_per_node = -1;
+  int nproc_min = -1, nproc_max = -1;  // --nproc-per-node N is N:N
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr;
   int master_port = -1;
+  int max_restarts = 0;
+  int world_multiple = 1;
+  std::string slot_file;
+  double settle_s = 1.0;
+  std::string log_dir;
   bool tag_output = false;
   std::string timeout;  // as given, validated
   double grace_s = 5.0;
   double failure_grace_s = 5.0;
   std::vector<std::string> program;
+  bool elastic() const { return nproc_min < nproc_max; }
 };
 
 using dt::tools::UsageError;
 
 // The option's value as an integer in [lo, hi].
-int int_arg(dt::tools::ArgReader& args, int lo, int hi) {
-  const std::string v = args.value();
+int int_value(const std::string& name, const std::string& v, int lo, int hi) {
   long long n = 0;
   if (!dt::tools::parse_number(v, n) || n < lo || n > hi)
-    throw UsageError{args.name() + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                     ", got '" + v + "'"};
+    throw UsageError{name + " expects an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got '" + v +
+                     "'"};
   return static_cast<int>(n);
 }
+int int_arg(dt::tools::ArgReader& args, int lo, int hi) { return int_value(args.name(), args.value(), lo, hi); }
 
 // The option's value as a number of seconds (> 0, or >= 0 with allow_zero); `text` gets it as given.
 double seconds_arg(dt::tools::ArgReader& args, bool allow_zero, std::string* text = nullptr) {
@@ -112,7 +143,12 @@ Options parse_args(int argc, char** argv) {
       std::fputs(dt::config::help_text().c_str(), stdout);
       std::exit(0);
     } else if (args.is("--nproc-per-node")) {
-      o.nproc_per_node = int_arg(args, 1, 65536);
+      const std::string v = args.value();
+      const size_t colon = v.find(':');
+      o.nproc_min = int_value("--nproc-per-node", v.substr(0, colon), 1, 65536);
+      o.nproc_max =
+          colon == std::string::npos ? o.nproc_min : int_value("--nproc-per-node", v.substr(colon + 1), 1, 65536);
+      if (o.nproc_min > o.nproc_max) throw UsageError{"--nproc-per-node MIN:MAX needs MIN <= MAX, got '" + v + "'"};
     } else if (args.is("--nnodes")) {
       o.nnodes = int_arg(args, 1, 65536);
     } else if (args.is("--node-rank")) {
@@ -121,7 +157,17 @@ Options parse_args(int argc, char** argv) {
       o.master_addr = args.value();
       if (o.master_addr.empty()) throw UsageError{"--master-addr needs a non-empty address"};
     } else if (args.is("--master-port")) {
-      o.master_port = int_arg(args, 0, 65535);
+      o.master_port = int_arg(args, 0, 65534);
+    } else if (args.is("--max-restarts")) {
+      o.max_restarts = int_arg(args, 0, 1 << 20);
+    } else if (args.is("--world-multiple")) {
+      o.world_multiple = int_arg(args, 1, 65536);
+    } else if (args.is("--slot-file")) {
+      o.slot_file = args.value();
+    } else if (args.is("--settle")) {
+      o.settle_s = seconds_arg(args, true);
+    } else if (args.is("--log-dir")) {
+      o.log_dir = args.value();
     } else if (args.is("--timeout")) {
       seconds_arg(args, false, &o.timeout);
     } else if (args.is("--grace-period")) {
@@ -132,11 +178,20 @@ Options parse_args(int argc, char** argv) {
       throw args.unexpected();
     }
   }
-  if (o.nproc_per_node < 0) throw UsageError{"--nproc-per-node is required"};
+  if (o.nproc_min < 0) throw UsageError{"--nproc-per-node is required"};
   if (o.program.empty()) throw UsageError{"no program given"};
   if (o.node_rank >= o.nnodes)
     throw UsageError{"--node-rank " + std::to_string(o.node_rank) + " must be < --nnodes " + std::to_string(o.nnodes)};
-  if (static_cast<long>(o.nnodes) * o.nproc_per_node > 1 << 20) throw UsageError{"too many ranks"};
+  if (static_cast<long>(o.nnodes) * o.nproc_max > 1 << 20) throw UsageError{"too many ranks"};
+  if (o.nnodes > 1 && (o.max_restarts > 0 || o.elastic()))
+    throw UsageError{"--max-restarts and --nproc-per-node MIN:MAX take one node (--nnodes 1) in this version"};
+  if (o.elastic() && o.max_restarts == 0)
+    throw UsageError{"--nproc-per-node MIN:MAX needs --max-restarts R > 0 (the job goes on after a slot is lost)"};
+  if (o.world_multiple > 1 && o.nproc_min % o.world_multiple != 0)
+    throw UsageError{"--world-multiple " + std::to_string(o.world_multiple) + " must divide the smallest size " +
+                     std::to_string(o.nproc_min)};
+  if (!o.slot_file.empty() && !o.elastic())
+    throw UsageError{"--slot-file is for an elastic size: --nproc-per-node MIN:MAX"};
   if (o.nnodes > 1) {
     if (o.master_addr.empty()) throw UsageError{"--master-addr is required with --nnodes > 1 (the address of node 0)"};
     if (o.master_port <= 0) o.master_port = dt::kDefaultMasterPort;
@@ -146,46 +201,6 @@ Options parse_args(int argc, char** argv) {
   }
   return o;
 }
-
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return "signal " + std::to_string(sig) + (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string());
-}
-
-std::string seconds_str(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", s);
-  return buf;
-}
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    return "was killed by " + signal_name(WTERMSIG(status)) + (WCOREDUMP(status) ? " (core dumped)" : "");
-  }
-  return "ended with status " + std::to_string(status);
-}
-
-int exit_code_of(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
-// Writes all of `s`; gives up silently when the output is gone (EPIPE).
-void write_fd(int fd, const std::string& s) {
-  const char* p = s.data();
-  size_t n = s.size();
-  while (n > 0) {
-    ssize_t k = ::write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-void say(const std::string& msg) { write_fd(2, "dtrun: " + msg + "\n"); }
 
 std::optional<std::string> find_program(const std::string& name) {
   auto executable = [](const std::string& p) {
@@ -205,239 +220,131 @@ std::optional<std::string> find_program(const std::string& name) {
   }
 }
 
-struct Stream {
-  int fd = -1;
-  int out_fd = 1;  // where its lines go
-  std::string pending;
-};
+// A TCP port nobody listens on now (the kernel's pick), for PyTorch's store: MASTER_PORT.
+int free_tcp_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
 
-struct Child {
-  int rank = 0;
-  pid_t pid = -1;
-  bool alive = false;
-  int status = 0;
-  Stream out, err;
-};
-
-class Launcher {
+// Note [Elastic generations]
+// A job under --max-restarts runs as generations: when a rank fails, the others are stopped (as without restarts)
+// and, while restarts are left, the job starts again after --settle seconds with DT_RESTART_COUNT one higher, a
+// fresh key space in the store (Note [Generations] in collectives/bootstrap.h) and fresh error files. The store
+// (hosted here) lives on across generations.
+//
+// Note [Lost slots]
+// With --nproc-per-node MIN:MAX the node has MAX slots (the processes, and the devices they bind by DT_SLOT). A
+// failure loses slots: those whose ranks were still running when the failure grace ran out (a hung rank: stopped,
+// or stuck, not dead; the others ended on the collective timeout), else the slot of the rank that failed first. The
+// next generation runs on the slots left, as many as the largest multiple of --world-multiple (the job's tp x pp:
+// the library's resize policy keeps them and changes dp), and none when that is below MIN: then dtrun stops with the
+// last failure's exit code. A lost slot returns when its line is deleted from --slot-file: when that allows a larger
+// generation, the running one is stopped (SIGTERM: a trainer saves and exits) and the job starts again on more
+// ranks; that restart is not a failure and does not count against --max-restarts.
+class Agent {
  public:
-  explicit Launcher(Options o) : o_(std::move(o)) {}
+  explicit Agent(Options o) : o_(std::move(o)) {}
   int run();
 
  private:
-  void spawn(int local_rank, const std::string& path, const std::vector<std::string>& base_env);
-  void on_signal(int sig);
-  void reap();
-  void name_first_failure();
-  static constexpr std::chrono::milliseconds kFailureSettle{200};
-  void begin_stop(int sig);
-  void signal_alive(int sig);
-  void pump(Stream& s, int rank);
-  void emit_lines(Stream& s, int rank, bool flush_all);
-  bool any_alive() const {
-    return std::any_of(children_.begin(), children_.end(), [](const Child& c) { return c.alive; });
+  int usable(size_t slots_left) const {
+    const int n = std::min<int>(o_.nproc_max, int(slots_left));
+    return n - n % o_.world_multiple;
   }
-  std::string alive_names() const {
-    std::string names;
-    for (const Child& c : children_)
-      if (c.alive) names += (names.empty() ? "" : ", ") + std::to_string(c.rank);
-    return names;
+  std::vector<int> slots_left() const {
+    std::vector<int> out;
+    for (int s = 0; s < o_.nproc_max; ++s)
+      if (!lost_.count(s)) out.push_back(s);
+    return out;
   }
+  void write_slot_file() const;
+  void read_slot_file();
+  bool wait_settle(int sfd, int* signal);
 
   Options o_;
-  std::string secret_;
-  int port_ = 0;
-  std::vector<Child> children_;
-  bool stopping_ = false;
-  std::optional<Clock::time_point> kill_at_;
-  std::optional<Clock::time_point> settle_at_;  // Note [The first failure]
-  std::vector<int> failed_;                     // failures reaped before settle_at_ (indices into children_)
-  std::optional<Clock::time_point> stop_at_;    // a rank failed: the others are stopped then unless gone by then
-  int received_signal_ = 0;
-  int first_failure_ = -1;  // index into children_ of the first rank that failed on its own
-  std::vector<int> stopped_ranks_;
+  std::set<int> lost_;
+  std::string slot_file_version_;  // the file's mtime, size and inode when last read
 };
 
-void Launcher::spawn(int local_rank, const std::string& path, const std::vector<std::string>& base_env) {
-  Child c;
-  c.rank = o_.node_rank * o_.nproc_per_node + local_rank;
-  std::vector<std::string> env = base_env;
-  auto add = [&](const char* k, const std::string& v) { env.push_back(std::string(k) + "=" + v); };
-  add("DT_RANK", std::to_string(c.rank));
-  add("DT_WORLD_SIZE", std::to_string(o_.nnodes * o_.nproc_per_node));
-  add("DT_LOCAL_RANK", std::to_string(local_rank));
-  add("DT_LOCAL_WORLD_SIZE", std::to_string(o_.nproc_per_node));
-  add("DT_NODE_RANK", std::to_string(o_.node_rank));
-  add("DT_MASTER_ADDR", o_.master_addr);
-  add("DT_MASTER_PORT", std::to_string(port_));
-  add("DT_STORE_SECRET", secret_);
-  add("DT_STORE_HOSTED", "1");
-  if (!o_.timeout.empty()) add("DT_TIMEOUT_S", o_.timeout);
-  std::vector<char*> envp, argv;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  for (auto& a : o_.program) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::string exec_error = "dtrun: cannot execute '" + path + "': ";
-
-  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
-  if (o_.tag_output && (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)) {
-    DT_THROW(SystemError, "dtrun: pipe2 failed: ", std::strerror(errno));
-  }
-  sigset_t empty;
-  sigemptyset(&empty);
-  pid_t pid = ::fork();
-  if (pid < 0) DT_THROW(SystemError, "dtrun: fork failed: ", std::strerror(errno));
-  if (pid == 0) {
-    // Only async-signal-safe calls from here on: the store server's thread exists in the parent.
-    ::setpgid(0, 0);
-    if (o_.tag_output) {
-      ::dup2(out_pipe[1], 1);
-      ::dup2(err_pipe[1], 2);
+void Agent::write_slot_file() const {
+  if (o_.slot_file.empty()) return;
+  const std::string tmp = o_.slot_file + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    for (int s : lost_) f << s << "\n";
+    if (!f) {
+      say("cannot write the slot file " + o_.slot_file);
+      return;
     }
-    int null_fd = ::open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) ::dup2(null_fd, 0);
-    struct sigaction dfl;
-    std::memset(&dfl, 0, sizeof(dfl));
-    dfl.sa_handler = SIG_DFL;
-    ::sigaction(SIGPIPE, &dfl, nullptr);
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-    ::execve(path.c_str(), argv.data(), envp.data());
-    int e = errno;
-    ssize_t ignored = ::write(2, exec_error.data(), exec_error.size());
-    const char* msg = std::strerror(e);  // glibc: a static table lookup for valid errno values
-    ignored = ::write(2, msg, std::strlen(msg));
-    ignored = ::write(2, "\n", 1);
-    (void)ignored;
-    ::_exit(127);
   }
-  ::setpgid(pid, pid);  // also done by the child; whichever runs first wins the race with kill()
-  c.pid = pid;
-  c.alive = true;
-  if (o_.tag_output) {
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    c.out.fd = out_pipe[0];
-    c.out.out_fd = 1;
-    c.err.fd = err_pipe[0];
-    c.err.out_fd = 2;
-  }
-  children_.push_back(std::move(c));
+  std::error_code ec;
+  std::filesystem::rename(tmp, o_.slot_file, ec);
+  if (ec) say("cannot write the slot file " + o_.slot_file + ": " + ec.message());
 }
 
-void Launcher::signal_alive(int sig) {
-  for (auto& c : children_) {
-    if (c.alive && ::kill(-c.pid, sig) != 0) ::kill(c.pid, sig);
+void Agent::read_slot_file() {
+  if (o_.slot_file.empty()) return;
+  struct stat st {};
+  const bool exists = ::stat(o_.slot_file.c_str(), &st) == 0;
+  const std::string version = exists ? std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
+                                           "/" + std::to_string(st.st_size) + "/" + std::to_string(st.st_ino)
+                                     : std::string("none");
+  if (version == slot_file_version_) return;
+  slot_file_version_ = version;
+  std::ifstream f(o_.slot_file);
+  std::set<int> lost;
+  std::string word;
+  while (f >> word) {
+    long long s = -1;
+    if (dt::tools::parse_number(word, s) && s >= 0 && s < o_.nproc_max) lost.insert(int(s));
   }
+  for (int s : lost_)
+    if (!lost.count(s)) say("slot " + std::to_string(s) + " is back (not in " + o_.slot_file + ")");
+  lost_ = std::move(lost);
 }
 
-void Launcher::begin_stop(int sig) {
-  if (!stopping_) {
-    stopping_ = true;
-    for (auto& c : children_)
-      if (c.alive) stopped_ranks_.push_back(c.rank);
-    kill_at_ = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(o_.grace_s * 1e6));
-  }
-  signal_alive(sig);
-}
-
-void Launcher::on_signal(int sig) {
-  if (sig == SIGCHLD) return reap();
-  if (received_signal_ != 0) {
-    say("got " + signal_name(sig) + " again; killing the ranks");
-    signal_alive(SIGKILL);
-    return;
-  }
-  received_signal_ = sig;
-  say("got " + signal_name(sig) + "; forwarding it to the ranks");
-  begin_stop(sig);
-}
-
-// Note [The first failure]
-// Survivors see a dead rank within milliseconds and exit on their errors, and a killed process may take longer to
-// be torn down (and reaped) than a survivor takes to exit. So the failures of the first kFailureSettle after one
-// are gathered before one is named first: one killed by a signal (the others exited on seeing it die), else the
-// first reaped.
-void Launcher::reap() {
+// Waits --settle seconds; false (and *signal) when dtrun gets a signal meanwhile.
+bool Agent::wait_settle(int sfd, int* signal) {
+  const auto until = Clock::now() + std::chrono::microseconds(int64_t(o_.settle_s * 1e6));
   for (;;) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) break;
-    for (size_t i = 0; i < children_.size(); ++i) {
-      Child& c = children_[i];
-      if (c.pid != pid || !c.alive) continue;
-      c.alive = false;
-      c.status = status;
-      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && !stopping_ && first_failure_ < 0) {
-        failed_.push_back(static_cast<int>(i));
-        if (!settle_at_) settle_at_ = Clock::now() + kFailureSettle;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) return true;
+    pollfd p{sfd, POLLIN, 0};
+    if (::poll(&p, 1, int(left) + 1) > 0) {
+      signalfd_siginfo info;
+      while (::read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+        if (info.ssi_signo != SIGCHLD) {
+          *signal = int(info.ssi_signo);
+          return false;
+        }
       }
     }
   }
 }
 
-void Launcher::name_first_failure() {
-  settle_at_.reset();
-  if (failed_.empty() || stopping_ || first_failure_ >= 0) return;
-  int first = failed_.front();
-  for (int i : failed_)
-    if (WIFSIGNALED(children_[size_t(i)].status) && !WIFSIGNALED(children_[size_t(first)].status)) first = i;
-  failed_.clear();
-  first_failure_ = first;
-  const Child& c = children_[size_t(first)];
-  const std::string what =
-      "rank " + std::to_string(c.rank) + " (pid " + std::to_string(c.pid) + ") " + describe_status(c.status);
-  if (!any_alive()) {
-    say(what);
-  } else if (o_.failure_grace_s <= 0) {
-    say(what + "; stopping the other ranks");
-    begin_stop(SIGTERM);
-  } else {
-    say(what + "; the other ranks have " + seconds_str(o_.failure_grace_s) + " s to exit before they are stopped");
-    stop_at_ = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(o_.failure_grace_s * 1e6));
-  }
-}
-
-void Launcher::emit_lines(Stream& s, int rank, bool flush_all) {
-  constexpr size_t kMaxLine = 64 * 1024;  // a longer line is emitted in pieces
-  const std::string tag = "[r" + std::to_string(rank) + "] ";
-  size_t start = 0;
-  for (;;) {
-    size_t nl = s.pending.find('\n', start);
-    if (nl == std::string::npos) {
-      if (s.pending.size() - start >= kMaxLine || (flush_all && start < s.pending.size())) {
-        write_fd(s.out_fd, tag + s.pending.substr(start) + "\n");
-        start = s.pending.size();
-      }
-      break;
-    }
-    write_fd(s.out_fd, tag + s.pending.substr(start, nl + 1 - start));
-    start = nl + 1;
-  }
-  s.pending.erase(0, start);
-}
-
-void Launcher::pump(Stream& s, int rank) {
-  char buf[65536];
-  ssize_t n = ::read(s.fd, buf, sizeof(buf));
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n <= 0) {
-    emit_lines(s, rank, true);
-    ::close(s.fd);
-    s.fd = -1;
-    return;
-  }
-  s.pending.append(buf, static_cast<size_t>(n));
-  emit_lines(s, rank, false);
-}
-
-int Launcher::run() {
-  auto path = find_program(o_.program[0]);
+int Agent::run() {
+  dt::dtrun::LaunchOptions lo;
+  const auto path = find_program(o_.program[0]);
   if (!path) {
     say("cannot find the program '" + o_.program[0] + "' (not an executable file, nor on PATH)");
     return 127;
   }
+  lo.path = *path;
+  lo.program = o_.program;
+  lo.tag_output = o_.tag_output;
+  lo.timeout = o_.timeout;
+  lo.grace_s = o_.grace_s;
+  lo.failure_grace_s = o_.failure_grace_s;
 
   // Signals arrive on a signalfd; block them before any thread (the store server's) exists so that all inherit it.
   sigset_t handled, original;
@@ -448,149 +355,164 @@ int Launcher::run() {
   if (sfd < 0) DT_THROW(SystemError, "dtrun: signalfd failed: ", std::strerror(errno));
   ::signal(SIGPIPE, SIG_IGN);
 
+  std::string secret;
   if (dt::config::is_set(dt::config::Var::kStoreSecret)) {
-    secret_ = dt::config::get_string(dt::config::Var::kStoreSecret);
+    secret = dt::config::get_string(dt::config::Var::kStoreSecret);
   } else if (o_.nnodes > 1) {
     say("--nnodes > 1 needs the same DT_STORE_SECRET in every node's environment, e.g. "
         "DT_STORE_SECRET=$(openssl rand -hex 32) on all nodes");
     return 2;
   } else {
-    secret_ = dt::store_protocol::random_hex(32);
+    secret = dt::store_protocol::random_hex(32);
   }
 
   std::unique_ptr<dt::TcpStoreServer> server;
-  port_ = o_.master_port;
+  int port = o_.master_port;
   if (o_.node_rank == 0) {
     dt::TcpStoreServerOptions so;
     so.host = o_.master_addr;
     so.port = o_.master_port;
-    so.secret = secret_;
+    so.secret = secret;
     try {
       server = std::make_unique<dt::TcpStoreServer>(so);
     } catch (const dt::Error& e) {
       say(std::string("cannot host the store: ") + e.what());
       return 1;
     }
-    port_ = server->port();
+    port = server->port();
   }
 
-  std::vector<std::string> base_env;
-  static const char* kRemoved[] = {"DT_RANK",          "DT_WORLD_SIZE",  "DT_LOCAL_RANK",  "DT_LOCAL_WORLD_SIZE",
-                                   "DT_NODE_RANK",     "DT_MASTER_ADDR", "DT_MASTER_PORT", "DT_STORE_SECRET",
-                                   "DT_STORE_HOSTED",  "RANK",           "WORLD_SIZE",     "LOCAL_RANK",
-                                   "LOCAL_WORLD_SIZE", "MASTER_ADDR",    "MASTER_PORT",    "DT_TIMEOUT_S"};
+  static const char* kRemoved[] = {"DT_RANK",
+                                   "DT_WORLD_SIZE",
+                                   "DT_LOCAL_RANK",
+                                   "DT_LOCAL_WORLD_SIZE",
+                                   "DT_NODE_RANK",
+                                   "DT_SLOT",
+                                   "DT_MASTER_ADDR",
+                                   "DT_MASTER_PORT",
+                                   "DT_STORE_SECRET",
+                                   "DT_STORE_HOSTED",
+                                   "DT_TIMEOUT_S",
+                                   "DT_RESTART_COUNT",
+                                   "DT_MAX_RESTARTS",
+                                   "RANK",
+                                   "WORLD_SIZE",
+                                   "LOCAL_RANK",
+                                   "LOCAL_WORLD_SIZE",
+                                   "GROUP_RANK",
+                                   "GROUP_WORLD_SIZE",
+                                   "ROLE_RANK",
+                                   "ROLE_WORLD_SIZE",
+                                   "ROLE_NAME",
+                                   "MASTER_ADDR",
+                                   "MASTER_PORT",
+                                   "TORCHELASTIC_RUN_ID",
+                                   "TORCHELASTIC_RESTART_COUNT",
+                                   "TORCHELASTIC_MAX_RESTARTS",
+                                   "TORCHELASTIC_ERROR_FILE",
+                                   "TORCHELASTIC_USE_AGENT_STORE"};
   for (char** e = environ; *e != nullptr; ++e) {
     std::string kv = *e;
     std::string key = kv.substr(0, kv.find('='));
     bool removed = std::any_of(std::begin(kRemoved), std::end(kRemoved), [&](const char* k) { return key == k; });
     if (key == "DT_TIMEOUT_S" && o_.timeout.empty()) removed = false;  // passed through unless --timeout replaces it
-    if (!removed) base_env.push_back(std::move(kv));
+    if (!removed) lo.base_env.push_back(std::move(kv));
   }
 
-  for (int l = 0; l < o_.nproc_per_node; ++l) {
-    try {
-      spawn(l, *path, base_env);
-    } catch (const dt::Error& e) {
-      say(e.what());
-      begin_stop(SIGKILL);
-      first_failure_ = -1;
-      received_signal_ = 0;
-      break;
+  // The error files' folder: --log-dir, else a temporary one removed at the end.
+  std::string log_dir = o_.log_dir;
+  bool remove_log_dir = false;
+  if (log_dir.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "dtrun-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      say(std::string("cannot make a folder for the error files: ") + std::strerror(errno));
+      return 1;
     }
+    log_dir = tmpl;
+    remove_log_dir = true;
   }
-  const bool spawn_failed = static_cast<int>(children_.size()) < o_.nproc_per_node;
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{remove_log_dir ? log_dir : std::string()};
 
-  std::optional<Clock::time_point> drain_until;
-  for (;;) {
-    std::vector<pollfd> fds;
-    std::vector<std::pair<Child*, Stream*>> owners;
-    fds.push_back({sfd, POLLIN, 0});
-    owners.push_back({nullptr, nullptr});
-    for (auto& c : children_) {
-      for (Stream* s : {&c.out, &c.err}) {
-        if (s->fd >= 0) {
-          fds.push_back({s->fd, POLLIN, 0});
-          owners.push_back({&c, s});
-        }
-      }
+  read_slot_file();
+  int restarts_left = o_.max_restarts;
+  int last_size = 0;
+  for (int g = 0;; ++g) {
+    const std::vector<int> left = slots_left();
+    const int n = o_.elastic() ? usable(left.size()) : o_.nproc_max;
+    if (n < o_.nproc_min) {
+      say(std::to_string(left.size()) + " slot(s) left, " + std::to_string(n) + " usable in multiples of " +
+          std::to_string(o_.world_multiple) + ": fewer than the minimum " + std::to_string(o_.nproc_min) +
+          "; giving up");
+      return 1;
     }
-    bool alive = any_alive();
-    if (!alive) {
-      if (fds.size() == 1) break;
-      // Every rank is gone; a grandchild may still hold a pipe open: drain for a short while only.
-      if (!drain_until) drain_until = Clock::now() + std::chrono::seconds(2);
-      if (Clock::now() >= *drain_until) break;
-    }
-    int timeout_ms = -1;
-    auto until = !alive       ? drain_until
-                 : kill_at_   ? kill_at_
-                 : settle_at_ ? settle_at_
-                 : stopping_  ? std::nullopt
-                              : stop_at_;
-    if (until) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*until - Clock::now()).count() + 1;
-      timeout_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
-    }
-    int rc = ::poll(fds.data(), fds.size(), timeout_ms);
-    if (rc < 0 && errno != EINTR) {
-      say(std::string("poll failed: ") + std::strerror(errno));
-      signal_alive(SIGKILL);
-      break;
-    }
-    if (settle_at_ && Clock::now() >= *settle_at_) name_first_failure();
-    if (stop_at_ && !stopping_ && Clock::now() >= *stop_at_ && any_alive()) {
-      say("rank(s) " + alive_names() + " still running " + seconds_str(o_.failure_grace_s) + " s after rank " +
-          std::to_string(children_[size_t(first_failure_)].rank) + " failed; stopping them");
-      begin_stop(SIGTERM);
-    }
-    if (kill_at_ && Clock::now() >= *kill_at_ && any_alive()) {
-      say("rank(s) " + alive_names() + " still running " + seconds_str(o_.grace_s) +
-          " s after SIGTERM; sending SIGKILL");
-      signal_alive(SIGKILL);
-      kill_at_.reset();
-    }
-    if (rc <= 0) continue;
-    if (fds[0].revents & POLLIN) {
-      signalfd_siginfo info;
-      while (::read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-        on_signal(static_cast<int>(info.ssi_signo));
-      }
-    }
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) pump(*owners[i].second, owners[i].first->rank);
-    }
-    reap();  // SIGCHLD coalesces; cheap to check anyway
-  }
-  name_first_failure();  // every rank ended within the settle time
-  // Close any pipe still held open by a grandchild.
-  for (auto& c : children_) {
-    for (Stream* s : {&c.out, &c.err}) {
-      if (s->fd >= 0) {
-        emit_lines(*s, c.rank, true);
-        ::close(s->fd);
-        s->fd = -1;
-      }
-    }
-  }
-  if (server) server->stop();
+    dt::dtrun::GenerationSpec spec;
+    spec.restart_count = g;
+    spec.max_restarts = o_.max_restarts;
+    spec.node_rank = o_.node_rank;
+    spec.nnodes = o_.nnodes;
+    spec.first_rank = o_.node_rank * n;
+    spec.world_size = o_.nnodes * n;
+    spec.slots.assign(left.begin(), left.begin() + n);
+    spec.master_addr = o_.master_addr;
+    spec.store_port = port;
+    spec.torch_master_port = o_.nnodes > 1 ? o_.master_port + 1 : free_tcp_port();
+    spec.secret = secret;
+    spec.run_id = secret.substr(0, 12);
+    spec.error_dir = log_dir + "/attempt_" + std::to_string(g);
+    std::error_code ec;
+    std::filesystem::create_directories(spec.error_dir, ec);
+    if (g > 0)
+      say("generation " + std::to_string(g) + ": " + std::to_string(n) + " rank(s) on slot(s) " +
+          dt::dtrun::join_ints(spec.slots) +
+          (n != last_size ? " (was " + std::to_string(last_size) + ")" : std::string()));
+    last_size = n;
 
-  auto stopped_list = [&] {
-    std::string out;
-    for (int r : stopped_ranks_) out += (out.empty() ? "" : ", ") + std::to_string(r);
-    return out.empty() ? std::string("none") : out;
-  };
-  if (first_failure_ >= 0) {
-    const Child& c = children_[first_failure_];
-    say("rank " + std::to_string(c.rank) + " failed first: " + describe_status(c.status) +
-        "; stopped rank(s): " + stopped_list());
-    return exit_code_of(c.status);
+    std::function<bool()> resize_wanted;
+    if (!o_.slot_file.empty() && n < o_.nproc_max) {
+      resize_wanted = [&, n] {
+        read_slot_file();
+        return usable(slots_left().size()) > n;
+      };
+    }
+    const dt::dtrun::GenerationEnd end = dt::dtrun::run_generation(lo, spec, sfd, resize_wanted);
+    using Kind = dt::dtrun::GenerationEnd::Kind;
+    if (end.kind == Kind::kSucceeded || end.kind == Kind::kInterrupted || end.kind == Kind::kSpawnFailed) {
+      if (server) server->stop();
+      return end.exit_code;
+    }
+    if (end.kind == Kind::kFailed) {
+      if (restarts_left == 0) {
+        if (o_.max_restarts > 0) say("no restarts left (--max-restarts " + std::to_string(o_.max_restarts) + ")");
+        if (server) server->stop();
+        return end.exit_code;
+      }
+      --restarts_left;
+      if (o_.elastic()) {
+        const std::vector<int> lost = !end.hung_slots.empty() ? end.hung_slots : std::vector<int>{end.failed_slot};
+        for (int s : lost) lost_.insert(s);
+        say("slot(s) " + dt::dtrun::join_ints(lost) + " lost" +
+            (!end.hung_slots.empty() ? " (their ranks hung)" : " (its rank failed first)"));
+        write_slot_file();
+      }
+      say("restarting the job (restart " + std::to_string(o_.max_restarts - restarts_left) + " of " +
+          std::to_string(o_.max_restarts) + ") in " + seconds_str(o_.settle_s) + " s");
+    } else {
+      say("slot(s) returned: restarting the job on more ranks in " + seconds_str(o_.settle_s) + " s");
+    }
+    int sig = 0;
+    if (!wait_settle(sfd, &sig)) {
+      say("interrupted by " + signal_name(sig) + " between generations");
+      if (server) server->stop();
+      return 128 + sig;
+    }
+    read_slot_file();
   }
-  if (received_signal_ != 0) {
-    say("interrupted by " + signal_name(received_signal_) + "; stopped rank(s): " + stopped_list());
-    return 128 + received_signal_;
-  }
-  if (spawn_failed) return 1;
-  return 0;
 }
 
 }  // namespace
@@ -598,7 +520,7 @@ int Launcher::run() {
 int main(int argc, char** argv) {
   Options o = dt::tools::parse_or_exit("dtrun", [&] { return parse_args(argc, argv); });
   try {
-    return Launcher(std::move(o)).run();
+    return Agent(std::move(o)).run();
   } catch (const std::exception& e) {
     say(e.what());
     return 1;

@@ -148,7 +148,10 @@ void save(Run& r, int64_t step, dt::checkpoint::SaveHandle& pending) {
   }
   const std::string dir = r.c.checkpoint.folder + "/" + name;
   pending = dt::nn::save_checkpoint_async(dir, *r.model, r.opt.get(), meta);
-  if (!r.c.checkpoint.async) pending.wait();
+  if (!r.c.checkpoint.async) {
+    pending.wait();
+    pending = {};  // waited: the next save, and the end, have nothing to wait for
+  }
   if (r.lead) std::printf("checkpoint: step %lld -> %s\n", (long long)step, dir.c_str());
 }
 
@@ -176,12 +179,29 @@ double validate(Run& r) {
 int train(const std::vector<std::string>& args) {
   Run r;
   r.c = dt::train::load_config(args.at(0), std::vector<std::string>(args.begin() + 1, args.end()));
+  // An elastic launcher's generation (Note [Generations]); max_restarts > 0: the job may come back on other ranks.
+  const dt::BootstrapEnv launch = dt::under_launcher() ? dt::init_from_env() : dt::BootstrapEnv{};
   r.world = dt::init_process_group_or_alone();  // under a launcher its world; alone, a world of this process
   r.lead = r.world->rank() == 0;
+  // An elastic job takes the layout of the ranks it finds (Note [Resize policy]): the config is the plan asked for.
+  std::optional<dt::train::ParallelPlan> resized;
+  if (launch.max_restarts > 0) {
+    auto& p = r.c.parallelism;
+    auto& t = r.c.training;
+    resized = dt::train::resize_plan(
+        {.dp = p.dp, .tp = p.tp, .hsdp = p.hsdp, .grad_accum = t.grad_accum, .global_batch = t.global_batch},
+        r.world->size());
+    p.dp = resized->dp;
+    p.hsdp = resized->hsdp;
+    t.grad_accum = resized->grad_accum;
+  }
   const auto& c = r.c;
   const int64_t dp = c.parallelism.dp, tp = c.parallelism.tp;
   DT_CHECK_ARG(r.world->size() == dp * tp, "dttrain: parallelism.dp ", dp, " x parallelism.tp ", tp, " = ", dp * tp,
                " ranks, but ", r.world->size(), " process(es) run (dtrun --nproc-per-node ", dp * tp, ")");
+  if (r.lead && resized)
+    std::printf("elastic: generation %d on %d ranks: %s\n", launch.restart_count, r.world->size(),
+                dt::train::describe(*resized).c_str());
   const int threads = c.training.threads > 0 ? int(c.training.threads) : dt::kernels::default_intra_op_threads();
   dt::kernels::set_blas_threads(1);
   dt::kernels::set_intra_op_threads(threads);
@@ -227,7 +247,11 @@ int train(const std::vector<std::string>& args) {
                                        .min_lr = c.lr_schedule.min_lr,
                                        .decay_steps = c.lr_schedule.decay_steps};
   int64_t first = 1;
-  if (!c.checkpoint.folder.empty() && c.checkpoint.resume)
+  if (!c.checkpoint.folder.empty() && c.checkpoint.resume) {
+    // A save a failure (or a kill) cut short is never loaded, and is removed before this run saves.
+    if (r.lead)
+      for (const std::string& d : dt::checkpoint::remove_interrupted(c.checkpoint.folder))
+        std::printf("removed %s: a save that did not complete\n", d.c_str());
     if (const auto dir = dt::checkpoint::latest(c.checkpoint.folder)) {
       const dt::checkpoint::LoadResult lr = dt::nn::load_checkpoint(*dir, *r.model, r.opt.get());
       first = std::get<int64_t>(lr.metadata.at("step")) + 1;
@@ -236,6 +260,7 @@ int train(const std::vector<std::string>& args) {
                              std::get<int64_t>(lr.metadata.at("scaler.growth_tracker")));
       if (r.lead) std::printf("resumed from %s: step %lld is next\n", dir->c_str(), (long long)first);
     }
+  }
   if (!c.logging.log_file.empty() && r.lead) {
     r.log.open(c.logging.log_file, std::ios::app);
     DT_CHECK_ARG(r.log.is_open(), "dttrain: cannot open the log file '", c.logging.log_file, "'");
@@ -383,6 +408,7 @@ int main(int argc, char** argv) {
     return train(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dttrain: %s\n", e.what());
+    dt::record_error(std::string("dttrain: ") + e.what());  // Note [Error files]: for the launcher
     dt::destroy_process_group();  // the world and the store, released now, not left to static destruction
     return 1;
   }

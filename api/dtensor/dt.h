@@ -13,11 +13,13 @@
 // are reached through collectives/process_group.h.
 #pragma once
 
+#include "collectives/bootstrap.h"
 #include "collectives/communicator.h"
 #include "collectives/process_group.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/error_file.h"
 #include "core/memory_stats.h"
 #include "core/tensor.h"
 #include "core/trace.h"
@@ -54,4 +56,5 @@
 #include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/param_groups.h"
+#include "train/resize.h"
 #include "train/token_dataset.h"

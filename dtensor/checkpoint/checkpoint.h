@@ -111,6 +111,10 @@ std::optional<std::string> latest(const std::string& root);
 // interrupted saves that sort before the oldest one kept. Returns the folders removed. Not collective: one rank
 // calls it, after the save it follows has completed (SaveHandle::wait, or save).
 std::vector<std::string> prune(const std::string& root, int64_t keep);
+// Removes the folders of interrupted saves under `root` (every sub-folder without a complete checkpoint), newer
+// ones included: what a job restarted after a failure calls (one rank, before it saves anything), so that a save
+// the failure cut short is neither loaded (latest() skips it anyway) nor left behind. Returns the folders removed.
+std::vector<std::string> remove_interrupted(const std::string& root);
 
 // ---- The ecosystem: plain safetensors files ----
 

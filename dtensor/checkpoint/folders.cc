@@ -1,4 +1,4 @@
-// Folders of checkpoints: the newest complete one, and pruning the older ones.
+// Folders of checkpoints: the newest complete one, pruning the older ones, removing interrupted saves.
 #include <algorithm>
 #include <filesystem>
 
@@ -66,6 +66,14 @@ std::vector<std::string> prune(const std::string& root, int64_t keep) {
   const std::string oldest_kept = complete[std::min(complete.size(), size_t(keep)) - 1].dir;
   for (const Entry& e : all)
     if (!e.complete && e.dir < oldest_kept) removed.push_back(e.dir);
+  for (const std::string& d : removed) std::filesystem::remove_all(d);
+  return removed;
+}
+
+std::vector<std::string> remove_interrupted(const std::string& root) {
+  std::vector<std::string> removed;
+  for (const Entry& e : entries(root))
+    if (!e.complete) removed.push_back(e.dir);
   for (const std::string& d : removed) std::filesystem::remove_all(d);
   return removed;
 }

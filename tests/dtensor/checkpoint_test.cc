@@ -483,6 +483,12 @@ TEST(CheckpointSave, LatestPicksTheGreatestCompleteStep) {
   std::vector<std::string> left = list_dir(root);
   std::sort(left.begin(), left.end());
   EXPECT_EQ(left, (std::vector<std::string>{"step-10", "step-20", "step-30"}));
+  // A restarted job (no save of its own in flight): every interrupted save goes, the newer step-30 included.
+  EXPECT_EQ(remove_interrupted(root), (std::vector<std::string>{root + "/step-30"}));
+  left = list_dir(root);
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"step-10", "step-20"}));
+  EXPECT_TRUE(remove_interrupted(root + "/nothing-here").empty());
 }
 
 // ---- damaged files ----

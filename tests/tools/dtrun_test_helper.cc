@@ -8,6 +8,12 @@
 //   stubborn RANK CODE DIR  rank RANK waits for DIR/ready.<r> of the others, then exits CODE; the others ignore
 //                           SIGTERM, write DIR/pid.<rank> and DIR/ready.<rank>, and sleep 30 s
 //   store                   init_from_env + connect_store, exchange a value with every rank, print "store ok ..."
+//   generations A0,A1,...   generation g (DT_RESTART_COUNT) does A<g>, after printing "gen=<g> rank=<r> ..." and
+//                           checking that no key of an older generation is visible in the store:
+//                             ok          every rank exits 0
+//                             fail:R:C    rank R writes its error file and exits C; the others sleep 30 s
+//                             hang:R      rank R stops itself (SIGSTOP); the others exit 1 after 0.5 s
+//                             wait        every rank sleeps 30 s (until dtrun stops it)
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,10 +24,13 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "collectives/bootstrap.h"
+#include "collectives/store/store.h"
 #include "collectives/store/tcp_store.h"
 #include "core/error.h"
+#include "core/error_file.h"
 
 namespace {
 
@@ -82,6 +91,61 @@ int run_store() {
   return 0;
 }
 
+// Note [Generations]: a rank of generation g sees none of the keys generation g - 1 wrote.
+int run_generations(const std::string& plan) {
+  dt::BootstrapEnv env = dt::init_from_env();
+  std::vector<std::string> actions;
+  for (size_t start = 0;;) {
+    const size_t comma = plan.find(',', start);
+    actions.push_back(plan.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  const int g = env.restart_count;
+  if (g < 0 || g >= int(actions.size())) {
+    std::fprintf(stderr, "generation %d has no action in '%s'\n", g, plan.c_str());
+    return 2;
+  }
+  auto store = dt::connect_store(env, std::chrono::seconds(20));
+  const std::string mine = "rank" + std::to_string(env.rank);
+  if (store->check({mine})) {
+    std::fprintf(stderr, "generation %d sees %s, a key of an older generation\n", g, mine.c_str());
+    return 3;
+  }
+  store->set(mine, std::to_string(g));
+  std::printf("gen=%d rank=%d world=%d local_rank=%d slot=%s torch_restart=%s torch_rank=%s\n", g, env.rank,
+              env.world_size, env.local_rank, env_or("DT_SLOT", "<unset>").c_str(),
+              env_or("TORCHELASTIC_RESTART_COUNT", "<unset>").c_str(), env_or("RANK", "<unset>").c_str());
+  std::fflush(stdout);
+  const std::string& a = actions[size_t(g)];
+  if (a == "ok") return 0;
+  if (a == "wait") {
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    return 0;
+  }
+  const int target = std::atoi(a.substr(a.find(':') + 1).c_str());
+  if (a.rfind("fail:", 0) == 0) {
+    if (env.rank != target) {
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      return 0;
+    }
+    dt::record_error("rank " + std::to_string(env.rank) + " of generation " + std::to_string(g) + " \"failed\"");
+    return std::atoi(a.substr(a.rfind(':') + 1).c_str());
+  }
+  if (a.rfind("hang:", 0) == 0) {
+    if (env.rank == target) {
+      ::raise(SIGSTOP);
+      std::this_thread::sleep_for(std::chrono::seconds(30));
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    dt::record_error("timed out waiting for rank " + std::to_string(target));
+    return 1;
+  }
+  std::fprintf(stderr, "unknown action '%s'\n", a.c_str());
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,11 +156,31 @@ int main(int argc, char** argv) {
   std::string mode = argv[1];
   try {
     if (mode == "ok") return 0;
+    if (mode == "generations" && argc == 3) return run_generations(argv[2]);
     if (mode == "env") {
       std::string line;
-      for (const char* v :
-           {"DT_RANK", "DT_WORLD_SIZE", "DT_LOCAL_RANK", "DT_LOCAL_WORLD_SIZE", "DT_NODE_RANK", "DT_MASTER_ADDR",
-            "DT_MASTER_PORT", "DT_STORE_SECRET", "DT_STORE_HOSTED", "DT_TIMEOUT_S", "RANK", "MASTER_PORT"}) {
+      for (const char* v : {"DT_RANK",
+                            "DT_WORLD_SIZE",
+                            "DT_LOCAL_RANK",
+                            "DT_LOCAL_WORLD_SIZE",
+                            "DT_NODE_RANK",
+                            "DT_MASTER_ADDR",
+                            "DT_MASTER_PORT",
+                            "DT_STORE_SECRET",
+                            "DT_STORE_HOSTED",
+                            "DT_TIMEOUT_S",
+                            "DT_SLOT",
+                            "DT_RESTART_COUNT",
+                            "RANK",
+                            "WORLD_SIZE",
+                            "LOCAL_RANK",
+                            "LOCAL_WORLD_SIZE",
+                            "GROUP_RANK",
+                            "MASTER_ADDR",
+                            "MASTER_PORT",
+                            "TORCHELASTIC_RESTART_COUNT",
+                            "TORCHELASTIC_MAX_RESTARTS",
+                            "TORCHELASTIC_ERROR_FILE"}) {
         line += std::string(v) + "=" + env_or(v, "<unset>") + " ";
       }
       std::printf("%s\n", line.c_str());

@@ -18,7 +18,8 @@ import time
 DTRUN, HELPER, CASE = sys.argv[1], sys.argv[2], sys.argv[3]
 
 # Variables that would leak a launcher context into the test.
-LEAKY = re.compile(r"^(DT_|OMPI_|PMIX_|SLURM_|RANK$|WORLD_SIZE$|LOCAL_RANK$|LOCAL_WORLD_SIZE$|MASTER_ADDR$|MASTER_PORT$)")
+LEAKY = re.compile(r"^(DT_|OMPI_|PMIX_|SLURM_|TORCHELASTIC_|RANK$|WORLD_SIZE$|LOCAL_RANK$|LOCAL_WORLD_SIZE$|GROUP_RANK$|"
+                   r"MASTER_ADDR$|MASTER_PORT$)")
 
 
 def clean_env(**extra):
@@ -114,7 +115,7 @@ def case_tag_output():
 
 
 def case_env():
-    env = clean_env(RANK="5", MASTER_PORT="1")  # must not reach the ranks
+    env = clean_env(RANK="5", MASTER_PORT="1", TORCHELASTIC_RESTART_COUNT="7")  # must not reach the ranks
     p, _ = run([DTRUN, "--nproc-per-node", "2", "--timeout", "7", HELPER, "env"], env=env)
     check(p.returncode == 0, "exit 0", p)
     rows = {}
@@ -129,7 +130,15 @@ def case_env():
               f"rank {r}: sizes and local rank {kv}", p)
         check(kv["DT_NODE_RANK"] == "0" and kv["DT_MASTER_ADDR"] == "127.0.0.1", f"rank {r}: node and address", p)
         check(kv["DT_STORE_HOSTED"] == "1" and kv["DT_TIMEOUT_S"] == "7", f"rank {r}: hosted flag and timeout", p)
-        check(kv["RANK"] == "<unset>" and kv["MASTER_PORT"] == "<unset>", f"rank {r}: torchrun variables removed", p)
+        # torchrun's environment, replaced (not inherited): the same ranks; MASTER_PORT is free for torch's store.
+        check(kv["RANK"] == str(r) and kv["WORLD_SIZE"] == "2" and kv["LOCAL_RANK"] == str(r) and
+              kv["LOCAL_WORLD_SIZE"] == "2" and kv["GROUP_RANK"] == "0" and kv["MASTER_ADDR"] == "127.0.0.1",
+              f"rank {r}: torchrun's variables {kv}", p)
+        check(kv["MASTER_PORT"] not in ("1", kv["DT_MASTER_PORT"]) and 0 < int(kv["MASTER_PORT"]) < 65536,
+              f"rank {r}: MASTER_PORT is a port of its own", p)
+        check(kv["DT_RESTART_COUNT"] == "0" and kv["TORCHELASTIC_RESTART_COUNT"] == "0" and
+              kv["TORCHELASTIC_MAX_RESTARTS"] == "0" and kv["DT_SLOT"] == str(r), f"rank {r}: generation 0", p)
+        check(kv["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_0/{r}/error.json"), f"rank {r}: its error file", p)
     check(len(secrets_seen) == 1 and re.fullmatch(r"[0-9a-f]{64}", secrets_seen.pop()), "one 64-hex secret", p)
     check(len(ports) == 1 and 0 < int(ports.pop()) < 65536, "one real port", p)
     # A secret from the environment is used as is.
@@ -207,12 +216,106 @@ def case_two_nodes():
     check(p.returncode == 2 and "DT_STORE_SECRET" in p.stderr, "multi-node needs DT_STORE_SECRET", p)
 
 
+def generation_lines(p):
+    """{(generation, rank): the rank's "gen=..." line as a dict} from the generations helper's output."""
+    out = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("gen="):
+            kv = dict(item.split("=", 1) for item in line.split())
+            out[(int(kv["gen"]), int(kv["rank"]))] = kv
+    return out
+
+
+def case_restarts():
+    # Note [Elastic generations]: two failures, two restarts, then success; each generation numbered in both
+    # conventions, in a key space of its own (the helper fails if it sees an older generation's key), and dtrun names
+    # the failed rank's error file's message.
+    base = [DTRUN, "--nproc-per-node", "2", "--failure-grace", "0", "--settle", "0.2"]
+    p, _ = run(base + ["--max-restarts", "2", HELPER, "generations", "fail:1:3,fail:0:4,ok"])
+    check(p.returncode == 0, "the third generation succeeds: exit 0", p)
+    gens = generation_lines(p)
+    check(sorted(gens) == [(g, r) for g in range(3) for r in range(2)], f"3 generations of 2 ranks: {sorted(gens)}", p)
+    for (g, r), kv in gens.items():
+        check(kv["torch_restart"] == str(g) and kv["torch_rank"] == str(r) and kv["world"] == "2",
+              f"generation {g} rank {r}: {kv}", p)
+    for g, r, code in ((0, 1, 3), (1, 0, 4)):
+        check(f"rank {r}'s error file: rank {r} of generation {g} \"failed\"" in p.stderr,
+              f"generation {g}: the error file's message", p)
+        check(f"rank {r} failed first: exited with code {code}" in p.stderr, f"generation {g}: the failure", p)
+    check("restart 2 of 2" in p.stderr, "restarts are counted", p)
+    # No restarts left: the last failure's exit code.
+    p, _ = run(base + ["--max-restarts", "1", HELPER, "generations", "fail:1:3,fail:1:5,ok"])
+    check(p.returncode == 5 and "no restarts left (--max-restarts 1)" in p.stderr, "restarts run out", p)
+    check(sorted(generation_lines(p)) == [(g, r) for g in range(2) for r in range(2)], "two generations ran", p)
+
+
+def case_max_restarts_zero():
+    # --max-restarts 0 (the default) keeps dtrun's behaviour: the same exit code and the same words.
+    strip = lambda text: re.sub(r"pid \d+", "pid N", text)
+    for extra in ([], ["--max-restarts", "0"]):
+        p, _ = run([DTRUN, "--nproc-per-node", "2", "--failure-grace", "0"] + extra +
+                   [HELPER, "generations", "fail:1:3,ok"])
+        check(p.returncode == 3, f"{extra}: the failure's exit code", p)
+        check(sorted(generation_lines(p)) == [(0, 0), (0, 1)], f"{extra}: one generation", p)
+        if not extra:
+            plain = strip(p.stderr)
+        else:
+            check(strip(p.stderr) == plain, f"the same messages:\n{plain}\nvs\n{strip(p.stderr)}", p)
+    check("restart" not in plain, "no word of restarts", p)
+
+
+def case_elastic_slots():
+    # Note [Lost slots]: 4 slots in multiples of 2; rank 2 fails, its slot is lost, the job goes on with 2 ranks;
+    # the slot is returned through --slot-file and the job restarts on 4 at once, without using a restart.
+    with tempfile.TemporaryDirectory() as tmp:
+        slot_file = os.path.join(tmp, "lost")
+        cmd = [DTRUN, "--nproc-per-node", "2:4", "--world-multiple", "2", "--max-restarts", "1", "--slot-file",
+               slot_file, "--failure-grace", "0", "--settle", "0.2", "--grace-period", "1", HELPER, "generations",
+               "fail:2:3,wait,ok"]
+        proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not (os.path.exists(slot_file) and open(slot_file).read().strip()):
+            time.sleep(0.05)
+        lost = open(slot_file).read().split() if os.path.exists(slot_file) else []
+        time.sleep(0.5)
+        with open(slot_file, "w"):
+            pass  # every slot is back
+        out, err = proc.communicate(timeout=40)
+        p = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+        check(lost == ["2"], f"the failed rank's slot is written as lost: {lost}", p)
+        check(p.returncode == 0, "the job ends by itself: exit 0", p)
+        gens = generation_lines(p)
+        check(sorted(gens) == [(0, r) for r in range(4)] + [(1, 0), (1, 1)] + [(2, r) for r in range(4)],
+              f"4, then 2, then 4 ranks: {sorted(gens)}", p)
+        check([gens[(1, r)]["slot"] for r in range(2)] == ["0", "1"], "generation 1 runs on slots 0 and 1", p)
+        check("slot(s) 2 lost (its rank failed first)" in p.stderr and "slot 2 is back" in p.stderr,
+              "dtrun says which slot was lost and that it came back", p)
+    # Too few slots left: 2:2 cannot lose one.
+    p, _ = run([DTRUN, "--nproc-per-node", "1:2", "--world-multiple", "1", "--max-restarts", "3", "--failure-grace", "0",
+                "--settle", "0", HELPER, "generations", "fail:0:3,fail:0:6,ok"])
+    check(p.returncode == 1 and "fewer than the minimum 1" in p.stderr, "giving up when no slot is left", p)
+
+
+def case_elastic_hang():
+    # A hung rank (stopped, not dead): the other one ends on its timeout, the stopped one is stopped by dtrun, and
+    # it is the hung rank's slot that is lost.
+    p, _ = run([DTRUN, "--nproc-per-node", "1:2", "--max-restarts", "1", "--failure-grace", "1", "--settle", "0.2",
+                "--grace-period", "1", HELPER, "generations", "hang:1,ok"])
+    check(p.returncode == 0, "the job goes on without the hung rank", p)
+    gens = generation_lines(p)
+    check(sorted(gens) == [(0, 0), (0, 1), (1, 0)], f"2 ranks, then 1: {sorted(gens)}", p)
+    check(gens[(1, 0)]["slot"] == "0" and "slot(s) 1 lost (their ranks hung)" in p.stderr, "slot 1 is lost", p)
+
+
 def case_usage_errors():
     for args in ([], ["--nproc-per-node", "2"], ["--nproc-per-node", "x", HELPER], ["--bogus", HELPER],
                  ["--nproc-per-node", "0", HELPER], ["--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2",
                                                      "--master-addr", "a", HELPER],
                  ["--nproc-per-node", "2", "--nnodes", "2", HELPER], ["--nproc-per-node", "1", "--timeout", "-3", HELPER],
-                 ["--nproc-per-node"]):
+                 ["--nproc-per-node"], ["--nproc-per-node", "3:2", HELPER], ["--nproc-per-node", "2:4", HELPER],
+                 ["--nproc-per-node", "3:4", "--max-restarts", "1", "--world-multiple", "2", HELPER],
+                 ["--nproc-per-node", "2", "--slot-file", "x", HELPER],
+                 ["--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "a", "--max-restarts", "1", HELPER]):
         p, _ = run([DTRUN] + args + (["ok"] if args and args[-1] == HELPER else []))
         check(p.returncode == 2, f"usage error exits 2: {args}", p)
         check(p.stderr.startswith("dtrun: ") and "dtrun --help" in p.stderr, f"usage error explains itself: {args}", p)

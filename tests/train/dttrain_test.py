@@ -6,6 +6,7 @@
 - a resume at another world size (FSDP on 2, then tp 2 on 2 from its checkpoint) continues with the losses of the
   run that did not stop;
 - SIGTERM after a step: a checkpoint, exit 0, and the resume continues;
+- elastic: killed on 2 ranks under dtrun --max-restarts, the job goes on by itself on 1 with the same losses;
 - the log file, validation lines, and the plot (when matplotlib is importable);
 - bad input before any training: an unknown key, a wrong type, a truncated token file, a vocabulary larger than the
   model's.
@@ -132,6 +133,27 @@ def main():
         got = {**first.losses, **second.losses}
         check(first.returncode == 0 and second.returncode == 0 and "resumed from" in second.stdout and
               close(got, whole), f"FSDP on 2 to step 3, then tp 2 from its checkpoint: {got}, uninterrupted {whole}")
+
+        # Elastic (Note [Resize policy]): FSDP on 2 under dtrun --nproc-per-node 1:2 --max-restarts 1; rank 1 is
+        # killed in step 3's reduce-scatter; the job goes on by itself on 1 rank (dp 1, grad accum 2) from the step-2
+        # checkpoint, with the uninterrupted run's losses.
+        ckpt3 = os.path.join(tmp, "ckpt3")
+        log3 = os.path.join(tmp, "elastic.jsonl")
+        cmd = [DTRUN, "--nproc-per-node", "1:2", "--max-restarts", "1", "--failure-grace", "1", "--settle", "0.2",
+               DTTRAIN, config, *const, "--parallelism.dp", "2", "--checkpoint.folder", ckpt3, "--checkpoint.every",
+               "2", "--checkpoint.async", "false", "--logging.log_file", log3]
+        env = dict(os.environ, DT_FAULT_INJECT="1:reduce_scatter:9:kill")  # 3 groups a step: in step 3
+        e = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        losses = {}
+        for line in open(log3) if os.path.exists(log3) else []:
+            row = json.loads(line)
+            if "loss" in row:
+                losses[row["step"]] = row["loss"]  # a step run again after the restart replaces the lost one
+        check(e.returncode == 0 and "generation 1 on 1 ranks: dp 1 x tp 1, grad accum 2" in e.stdout and
+              "resumed from" in e.stdout and close(losses, whole),
+              f"elastic: 2 ranks, then 1 after a kill: losses {losses}, uninterrupted {whole}")
+        if e.returncode != 0:
+            print(e.stdout[-2000:], e.stderr[-2000:])
 
         # SIGTERM: a checkpoint after the current step, exit 0; the resume goes on.
         ckpt2 = os.path.join(tmp, "ckpt2")

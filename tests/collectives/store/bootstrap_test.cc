@@ -281,6 +281,40 @@ TEST(ConnectStore, RankZeroHostsAndOthersMayStartFirst) {
   for (int r = 0; r < kWorld; ++r) EXPECT_EQ(seen[r], "rank0;rank1;rank2;");
 }
 
+// Note [Generations]: the launcher's store outlives a generation; what a rank of generation g writes is invisible
+// to generation g + 1 (a late write of a stopped rank of g lands under gen<g>/), and the restart count's two names
+// must agree.
+TEST(ConnectStore, GenerationsHaveTheirOwnKeys) {
+  TcpStoreServerOptions so;
+  so.secret = "bootstrap-test-secret";
+  TcpStoreServer launcher(so);
+  auto in_generation = [&](int rank, int g) {
+    Env env{{"DT_RANK", std::to_string(rank)},
+            {"DT_WORLD_SIZE", "2"},
+            {"DT_MASTER_PORT", std::to_string(launcher.port())},
+            {"DT_STORE_SECRET", "bootstrap-test-secret"},
+            {"DT_STORE_HOSTED", "1"},
+            {"DT_RESTART_COUNT", std::to_string(g)},
+            {"TORCHELASTIC_RESTART_COUNT", std::to_string(g)}};
+    return connect_store(parse(env), 2s);
+  };
+  auto old_rank = in_generation(1, 0);
+  auto new_rank0 = in_generation(0, 1), new_rank1 = in_generation(1, 1);
+  old_rank->set("addr/1", "endpoint of generation 0");
+  EXPECT_FALSE(new_rank0->check({"addr/1"}));
+  EXPECT_THROW(new_rank0->get("addr/1", 100ms), TimeoutError);
+  new_rank1->set("addr/1", "endpoint of generation 1");
+  old_rank->set("addr/1", "late write of generation 0");
+  EXPECT_EQ(new_rank0->get("addr/1"), "endpoint of generation 1");
+  EXPECT_EQ(parse({{"DT_RANK", "0"}, {"DT_WORLD_SIZE", "1"}}).restart_count, -1);  // not elastic: no prefix
+  EXPECT_TRUE(contains(
+      error_of(
+          {{"DT_RANK", "0"}, {"DT_WORLD_SIZE", "1"}, {"DT_RESTART_COUNT", "2"}, {"TORCHELASTIC_RESTART_COUNT", "1"}}),
+      "DT_RESTART_COUNT=2 and TORCHELASTIC_RESTART_COUNT=1 disagree"));
+  EXPECT_TRUE(
+      contains(error_of({{"DT_RANK", "0"}, {"DT_WORLD_SIZE", "1"}, {"DT_RESTART_COUNT", "-1"}}), "DT_RESTART_COUNT"));
+}
+
 TEST(ConnectStore, LauncherHostedStoreAndSingleProcess) {
   TcpStoreServerOptions so;
   so.secret = "bootstrap-test-secret";
