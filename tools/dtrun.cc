@@ -47,6 +47,7 @@
 #include "core/error.h"
 #include "tools/args.h"
 #include "tools/dtrun_generation.h"
+#include "tools/dtrun_rendezvous.h"
 
 extern char** environ;
 
@@ -58,14 +59,19 @@ using dt::dtrun::signal_name;
 using Clock = std::chrono::steady_clock;
 
 const char* kUsage =
-    "usage: dtrun --nproc-per-node N|MIN:MAX [--nnodes M --node-rank I --master-addr A --master-port P]\n"
+    "usage: dtrun --nproc-per-node N|MIN:MAX [--nnodes M|MIN:MAX --node-rank I --master-addr A --master-port P]\n"
     "             [--max-restarts R] [--world-multiple K] [--slot-file F] [--settle S] [--log-dir D]\n"
     "             [--tag-output] [--timeout S] [--grace-period S] [--failure-grace S] [--] program [args...]\n"
     "\n"
     "  --nproc-per-node N  ranks to start on this node (required); MIN:MAX: an elastic job on MAX slots, which goes\n"
     "                      on with fewer (at least MIN) when a slot is lost\n"
-    "  --nnodes M          nodes in the job (default 1); run one dtrun per node\n"
-    "  --node-rank I       this node's index, 0..M-1 (default 0); node 0 hosts the store\n"
+    "  --nnodes M          nodes in the job (default 1); run one dtrun per node; MIN:MAX: an elastic job whose\n"
+    "                      generations take the node agents that come (at least MIN; with --max-restarts)\n"
+    "  --node-rank I       this node's index, 0..M-1 (default 0); node 0 hosts the store; in an elastic or\n"
+    "                      restarting job on several nodes, the agent's id (node 0's must be 0; a generation's node\n"
+    "                      ranks are the places of the agents that joined it)\n"
+    "  --rdzv-timeout S    several nodes with restarts: how long an agent waits for a generation to form (default "
+    "120)\n"
     "  --master-addr A     address of node 0, where the store listens (default 127.0.0.1; required when M > 1)\n"
     "  --master-port P     store port (default: a free port when M == 1, else 29500); MASTER_PORT, for PyTorch's\n"
     "                      own store, is P + 1 (a free port when M == 1)\n"
@@ -89,8 +95,9 @@ const char* kUsage =
 
 struct Options {
   int nproc_min = -1, nproc_max = -1;  // --nproc-per-node N is N:N
-  int nnodes = 1;
+  int nnodes = 1, nnodes_min = 1;      // --nnodes N is N:N
   int node_rank = 0;
+  double rdzv_timeout_s = 120;
   std::string master_addr;
   int master_port = -1;
   int max_restarts = 0;
@@ -104,6 +111,8 @@ struct Options {
   double failure_grace_s = 5.0;
   std::vector<std::string> program;
   bool elastic() const { return nproc_min < nproc_max; }
+  // Node agents meet at every generation (Note [Agent rendezvous]).
+  bool rendezvous() const { return nnodes > 1 && (max_restarts > 0 || nnodes_min < nnodes); }
 };
 
 using dt::tools::UsageError;
@@ -150,7 +159,13 @@ Options parse_args(int argc, char** argv) {
           colon == std::string::npos ? o.nproc_min : int_value("--nproc-per-node", v.substr(colon + 1), 1, 65536);
       if (o.nproc_min > o.nproc_max) throw UsageError{"--nproc-per-node MIN:MAX needs MIN <= MAX, got '" + v + "'"};
     } else if (args.is("--nnodes")) {
-      o.nnodes = int_arg(args, 1, 65536);
+      const std::string v = args.value();
+      const size_t colon = v.find(':');
+      o.nnodes_min = int_value("--nnodes", v.substr(0, colon), 1, 65536);
+      o.nnodes = colon == std::string::npos ? o.nnodes_min : int_value("--nnodes", v.substr(colon + 1), 1, 65536);
+      if (o.nnodes_min > o.nnodes) throw UsageError{"--nnodes MIN:MAX needs MIN <= MAX, got '" + v + "'"};
+    } else if (args.is("--rdzv-timeout")) {
+      o.rdzv_timeout_s = seconds_arg(args, false);
     } else if (args.is("--node-rank")) {
       o.node_rank = int_arg(args, 0, 65535);
     } else if (args.is("--master-addr")) {
@@ -180,11 +195,13 @@ Options parse_args(int argc, char** argv) {
   }
   if (o.nproc_min < 0) throw UsageError{"--nproc-per-node is required"};
   if (o.program.empty()) throw UsageError{"no program given"};
-  if (o.node_rank >= o.nnodes)
+  if (o.node_rank >= o.nnodes && !o.rendezvous())
     throw UsageError{"--node-rank " + std::to_string(o.node_rank) + " must be < --nnodes " + std::to_string(o.nnodes)};
   if (static_cast<long>(o.nnodes) * o.nproc_max > 1 << 20) throw UsageError{"too many ranks"};
-  if (o.nnodes > 1 && (o.max_restarts > 0 || o.elastic()))
-    throw UsageError{"--max-restarts and --nproc-per-node MIN:MAX take one node (--nnodes 1) in this version"};
+  if (o.nnodes > 1 && o.elastic())
+    throw UsageError{"--nproc-per-node MIN:MAX takes one node: on several nodes the elastic size is --nnodes MIN:MAX"};
+  if (o.nnodes_min < o.nnodes && o.max_restarts == 0)
+    throw UsageError{"--nnodes MIN:MAX needs --max-restarts R > 0 (the job goes on after a node is lost)"};
   if (o.elastic() && o.max_restarts == 0)
     throw UsageError{"--nproc-per-node MIN:MAX needs --max-restarts R > 0 (the job goes on after a slot is lost)"};
   if (o.world_multiple > 1 && o.nproc_min % o.world_multiple != 0)
@@ -270,6 +287,8 @@ class Agent {
   void write_slot_file() const;
   void read_slot_file();
   bool wait_settle(int sfd, int* signal);
+  int run_nodes(const dt::dtrun::LaunchOptions& lo, int sfd, const std::string& secret, int port,
+                const std::string& log_dir);
 
   Options o_;
   std::set<int> lost_;
@@ -328,6 +347,85 @@ bool Agent::wait_settle(int sfd, int* signal) {
           return false;
         }
       }
+    }
+  }
+}
+
+// Generations on several nodes (Note [Agent rendezvous]): this agent's ranks are node rank m.node_index of the
+// generation's nodes; a failure anywhere stops every node's ranks, and node 0 counts the restarts.
+int Agent::run_nodes(const dt::dtrun::LaunchOptions& lo, int sfd, const std::string& secret, int port,
+                     const std::string& log_dir) {
+  dt::TcpStoreOptions so;
+  so.host = o_.master_addr == "0.0.0.0" ? "127.0.0.1" : o_.master_addr;
+  so.port = port;
+  so.secret = secret;
+  so.timeout = std::chrono::duration_cast<dt::StoreDuration>(std::chrono::duration<double>(o_.rdzv_timeout_s));
+  auto store = std::make_shared<dt::TcpStore>(so);
+  dt::dtrun::Rendezvous rdzv(store, o_.node_rank, o_.node_rank == 0, o_.nnodes_min, o_.nnodes, o_.settle_s,
+                             o_.rdzv_timeout_s);
+  int failures = 0, last_code = 0, last_nodes = 0;
+  for (int g = rdzv.first_round();; ++g) {
+    const dt::dtrun::Membership m = rdzv.join(g);
+    g = m.generation;
+    if (m.job_over) {
+      say("node 0 ended the job");
+      return last_code != 0 ? last_code : 1;
+    }
+    const int nodes = int(m.members.size());
+    dt::dtrun::GenerationSpec spec;
+    spec.restart_count = g;
+    spec.max_restarts = o_.max_restarts;
+    spec.node_rank = m.node_index;
+    spec.nnodes = nodes;
+    spec.first_rank = m.node_index * o_.nproc_max;
+    spec.world_size = nodes * o_.nproc_max;
+    for (int s = 0; s < o_.nproc_max; ++s) spec.slots.push_back(s);
+    spec.master_addr = o_.master_addr;
+    spec.store_port = port;
+    spec.torch_master_port = o_.master_port + 1;
+    spec.secret = secret;
+    spec.run_id = secret.substr(0, 12);
+    spec.error_dir = log_dir + "/attempt_" + std::to_string(g);
+    std::error_code ec;
+    std::filesystem::create_directories(spec.error_dir, ec);
+    if (g > 0 || nodes != o_.nnodes)
+      say("generation " + std::to_string(g) + ": " + std::to_string(nodes) + " node(s) (" +
+          std::to_string(spec.world_size) + " ranks), this one node rank " + std::to_string(m.node_index) +
+          (last_nodes != 0 && nodes != last_nodes ? " (was " + std::to_string(last_nodes) + " nodes)" : ""));
+    last_nodes = nodes;
+    const std::function<std::string()> stop_wanted = [&, g]() -> std::string {
+      if (rdzv.failed(g)) return "another node's ranks failed";
+      if (rdzv.someone_waiting(g)) return "a node agent waits to join: the job starts again on more nodes";
+      return "";
+    };
+    const dt::dtrun::GenerationEnd end = dt::dtrun::run_generation(lo, spec, sfd, stop_wanted);
+    using Kind = dt::dtrun::GenerationEnd::Kind;
+    if (end.kind == Kind::kSucceeded) {
+      rdzv.announce_success(g, nodes);
+      return 0;
+    }
+    if (end.kind == Kind::kFailed) {
+      rdzv.announce_failure(g);
+      last_code = end.exit_code;
+    }
+    if (end.kind == Kind::kInterrupted || end.kind == Kind::kSpawnFailed) {
+      rdzv.announce_failure(g);
+      return end.exit_code;
+    }
+    const bool failed = end.kind == Kind::kFailed || rdzv.failed(g);
+    if (o_.node_rank == 0 && failed && ++failures > o_.max_restarts) {
+      say("no restarts left (--max-restarts " + std::to_string(o_.max_restarts) + ")");
+      rdzv.end_job(g + 1);
+      return last_code != 0 ? last_code : 1;
+    }
+    if (o_.node_rank == 0)
+      say(failed ? "restarting the job (restart " + std::to_string(failures) + " of " +
+                       std::to_string(o_.max_restarts) + ")"
+                 : std::string("a node agent is waiting: restarting the job on more nodes"));
+    int sig = 0;
+    if (!wait_settle(sfd, &sig)) {
+      say("interrupted by " + signal_name(sig) + " between generations");
+      return 128 + sig;
     }
   }
 }
@@ -439,6 +537,11 @@ int Agent::run() {
     }
   } cleanup{remove_log_dir ? log_dir : std::string()};
 
+  if (o_.rendezvous()) {
+    const int code = run_nodes(lo, sfd, secret, port, log_dir);
+    if (server) server->stop();
+    return code;
+  }
   read_slot_file();
   int restarts_left = o_.max_restarts;
   int last_size = 0;
@@ -473,14 +576,14 @@ int Agent::run() {
           (n != last_size ? " (was " + std::to_string(last_size) + ")" : std::string()));
     last_size = n;
 
-    std::function<bool()> resize_wanted;
+    std::function<std::string()> stop_wanted;
     if (!o_.slot_file.empty() && n < o_.nproc_max) {
-      resize_wanted = [&, n] {
+      stop_wanted = [&, n] {
         read_slot_file();
-        return usable(slots_left().size()) > n;
+        return usable(slots_left().size()) > n ? "a slot came back: the job starts again on more ranks" : "";
       };
     }
-    const dt::dtrun::GenerationEnd end = dt::dtrun::run_generation(lo, spec, sfd, resize_wanted);
+    const dt::dtrun::GenerationEnd end = dt::dtrun::run_generation(lo, spec, sfd, stop_wanted);
     using Kind = dt::dtrun::GenerationEnd::Kind;
     if (end.kind == Kind::kSucceeded || end.kind == Kind::kInterrupted || end.kind == Kind::kSpawnFailed) {
       if (server) server->stop();

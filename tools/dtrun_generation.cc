@@ -72,7 +72,7 @@ struct Child {
 class Generation {
  public:
   Generation(const LaunchOptions& o, const GenerationSpec& spec) : o_(o), spec_(spec) {}
-  GenerationEnd run(int signal_fd, const std::function<bool()>& resize_wanted);
+  GenerationEnd run(int signal_fd, const std::function<std::string()>& stop_wanted);
 
  private:
   void spawn(int local_rank);
@@ -315,7 +315,7 @@ void Generation::pump(Stream& s, int rank) {
   emit_lines(s, rank, false);
 }
 
-GenerationEnd Generation::run(int sfd, const std::function<bool()>& resize_wanted) {
+GenerationEnd Generation::run(int sfd, const std::function<std::string()>& stop_wanted) {
   const int nlocal = static_cast<int>(spec_.slots.size());
   for (int l = 0; l < nlocal; ++l) {
     try {
@@ -352,7 +352,7 @@ GenerationEnd Generation::run(int sfd, const std::function<bool()>& resize_wante
       if (!drain_until) drain_until = Clock::now() + std::chrono::seconds(2);
       if (Clock::now() >= *drain_until) break;
     }
-    const bool watch_resize = resize_wanted && alive && !stopping_ && first_failure_ < 0 && failed_.empty();
+    const bool watch_resize = stop_wanted && alive && !stopping_ && first_failure_ < 0 && failed_.empty();
     int timeout_ms = -1;
     auto until = !alive       ? drain_until
                  : kill_at_   ? kill_at_
@@ -385,8 +385,8 @@ GenerationEnd Generation::run(int sfd, const std::function<bool()>& resize_wante
     }
     if (watch_resize && Clock::now() >= next_resize_check) {
       next_resize_check = Clock::now() + std::chrono::milliseconds(100);
-      if (resize_wanted()) {
-        say("stopping rank(s) " + alive_names() + " to start the job again on more ranks");
+      if (const std::string why = stop_wanted(); !why.empty()) {
+        say("stopping rank(s) " + alive_names() + ": " + why);
         resizing_ = true;
         begin_stop(SIGTERM);
       }
@@ -444,8 +444,8 @@ GenerationEnd Generation::run(int sfd, const std::function<bool()>& resize_wante
 }  // namespace
 
 GenerationEnd run_generation(const LaunchOptions& options, const GenerationSpec& spec, int signal_fd,
-                             const std::function<bool()>& resize_wanted) {
-  return Generation(options, spec).run(signal_fd, resize_wanted);
+                             const std::function<std::string()>& stop_wanted) {
+  return Generation(options, spec).run(signal_fd, stop_wanted);
 }
 
 void say(const std::string& msg) { write_fd(2, "dtrun: " + msg + "\n"); }

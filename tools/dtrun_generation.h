@@ -41,7 +41,7 @@ struct GenerationEnd {
     kSucceeded,    // every rank exited 0
     kFailed,       // a rank failed (exit code != 0 or a signal); the others were stopped
     kInterrupted,  // dtrun got a signal and forwarded it
-    kResized,      // stopped on request (resize_wanted), to start the job again on more ranks
+    kResized,      // stopped on request (stop_wanted): to start the job again on more ranks, or another node failed
     kSpawnFailed,  // a rank could not be started
   };
   Kind kind = Kind::kSucceeded;
@@ -53,10 +53,10 @@ struct GenerationEnd {
 };
 
 // Runs the generation to its end. signal_fd: a signalfd for SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD.
-// resize_wanted (may be empty) is asked ten times a second; when it says yes the ranks get SIGTERM (then SIGKILL
+// stop_wanted (may be empty) is asked ten times a second; when it gives a reason the ranks get SIGTERM (then SIGKILL
 // after the grace period) and the generation ends as kResized.
 GenerationEnd run_generation(const LaunchOptions& options, const GenerationSpec& spec, int signal_fd,
-                             const std::function<bool()>& resize_wanted);
+                             const std::function<std::string()>& stop_wanted);
 
 // Shared with dtrun.cc.
 void say(const std::string& msg);  // "dtrun: <msg>" on stderr

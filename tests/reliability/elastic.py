@@ -111,12 +111,12 @@ def calibrate(args, work):
     return counts
 
 
-def replay(args, segments, work, cache):
+def replay(args, segments, work, cache, model=MODEL):
     """The final weights of a fault-free run with the same sizes from the same steps: one dtrun per segment."""
-    key = tuple(segments)
+    key = (tuple(segments), tuple(model))
     if key in cache:
         return cache[key]
-    save = os.path.join(work, "replay-" + "-".join(f"{w}at{s}" for w, s in segments))
+    save = os.path.join(work, f"replay{len(cache)}")
     shutil.rmtree(save, ignore_errors=True)
     out = save + ".safetensors"
     for j, (world, first) in enumerate(segments):
@@ -124,7 +124,7 @@ def replay(args, segments, work, cache):
         if last < first:
             continue
         cmd = [args.dtrun, "--nproc-per-node", str(world), "--max-restarts", "1", "--tag-output", args.train_gpt,
-               *MODEL, "--save-dir", save, "--stop-at", str(last)] + (["--resume"] if first > 1 else []) + \
+               *model, "--save-dir", save, "--stop-at", str(last)] + (["--resume"] if first > 1 else []) + \
               (["--export", out] if last == STEPS else [])
         rc, lines = run(cmd, job_env({}), 300)
         if rc != 0:
@@ -256,6 +256,102 @@ def trial(args, rng, i, limits, work, cache):
     return res, lines
 
 
+def children(pid):
+    """The processes whose parent is pid."""
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and int(open(f"/proc/{p}/stat").read().rsplit(") ", 1)[1].split()[1]) == pid:
+                out.append(int(p))
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
+def nodes_trial(args, work, cache):
+    """Note [Agent rendezvous]: two node agents of 2 ranks each (dtrun --nnodes 1:2) on this machine; node 1's agent
+    and its ranks are killed: node 0 goes on alone on 2 ranks; a new node 1 agent comes, and the job grows back to 4.
+    Returns the problems (an empty list when it went as it should)."""
+    import socket
+    import threading
+    model = [("128" if a == "64" else a) for a in MODEL]  # dim 128: steps long enough to see them
+    d = os.path.join(work, "nodes")
+    os.makedirs(d)
+    with socket.socket() as sk:
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    env = job_env({"DT_STORE_SECRET": "elastic-nodes-test-secret"})
+    lines, lock = [], threading.Lock()
+    t0 = time.monotonic()
+
+    def agent(node):
+        cmd = [args.dtrun, "--nproc-per-node", "2", "--nnodes", "1:2", "--node-rank", str(node), "--master-addr",
+               "127.0.0.1", "--master-port", str(port), "--max-restarts", "3", "--settle", "1", "--timeout",
+               str(args.timeout), "--failure-grace", "2", "--grace-period", "2", "--tag-output", args.train_gpt, *model,
+               "--save-dir", os.path.join(d, "ck"), "--sample-log", os.path.join(d, "samples"), "--export",
+               os.path.join(d, "final.safetensors")]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+
+        def read():
+            for line in proc.stdout:
+                with lock:
+                    lines.append((time.monotonic() - t0, f"node{node}: " + line.rstrip("\n")))
+        threading.Thread(target=read, daemon=True).start()
+        return proc
+
+    def wait_for(pattern, limit=120):
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            with lock:
+                if any(re.search(pattern, l) for _, l in lines):
+                    return True
+            time.sleep(0.01)
+        return False
+
+    a0, a1 = agent(0), agent(1)
+    problems = []
+    if not wait_for(r"node0: \[r0\] step +3 "):
+        problems.append("the 2-node job did not reach step 3")
+    for pid in children(a1.pid) + [a1.pid]:  # node 1 is lost: its agent and its ranks
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    a1.wait()
+    if not wait_for(r"node0: \[r0\] elastic: generation 1 on 2 ranks") or not wait_for(r"node0: \[r0\] step "):
+        problems.append("node 0 did not go on alone")
+    a1 = agent(1)  # node 1 comes back
+    for p in (a0, a1):
+        try:
+            p.wait(timeout=4 * args.timeout + 120)
+        except subprocess.TimeoutExpired:
+            problems.append("a node agent did not finish")
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    time.sleep(0.2)
+    if a0.returncode != 0 or a1.returncode != 0:
+        problems.append(f"the agents exited with {a0.returncode} and {a1.returncode}")
+    node0 = [(t, l[len("node0: "):]) for t, l in lines if l.startswith("node0: ")]
+    gens = generations(node0)
+    worlds = [w for _, w, _ in gens]
+    if worlds != [4, 2, 4]:
+        problems.append(f"the job ran on {worlds} ranks, expected [4, 2, 4]")
+    if not problems:
+        diff = max_rel_diff(read_safetensors(os.path.join(d, "final.safetensors")),
+                            replay(args, [(w, first) for _, w, first in gens], work, cache, model))
+        if diff > 1e-5:
+            problems.append(f"final weights differ from the replay by {diff:.3g}")
+    print(f"elastic: 2 node agents, node 1 lost and back: ranks@step "
+          f"{' -> '.join(f'{w}@{s}' for _, w, s in gens)}  {'ok' if not problems else 'FAIL'}", flush=True)
+    for p in problems:
+        print(f"      {p}", flush=True)
+    if problems:
+        print("\n".join("      " + l for _, l in lines[-40:]), flush=True)
+    shutil.rmtree(d, ignore_errors=True)
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dtrun")
@@ -282,6 +378,8 @@ def main():
                   f"{'ok' if ok else 'FAIL'}", flush=True)
             if not ok:
                 failures.append({"segments": segments, "max_rel_diff": diff})
+        if nodes_trial(args, work, cache):
+            failures.append({"trial": "nodes"})
         print(f"elastic: {args.trials} trials; passes of a fault-free run: {limits}", flush=True)
         i = 0
         while done < args.trials and redrawn < 3 * args.trials + 20:

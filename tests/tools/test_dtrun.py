@@ -307,6 +307,35 @@ def case_elastic_hang():
     check(gens[(1, 0)]["slot"] == "0" and "slot(s) 1 lost (their ranks hung)" in p.stderr, "slot 1 is lost", p)
 
 
+def case_nodes_restart():
+    # Note [Agent rendezvous]: two node agents on this machine; node 1's rank fails in generation 0, node 0's agent
+    # stops its own rank on hearing it, and both meet again in generation 1, which succeeds.
+    port = free_port()
+    env = clean_env(DT_STORE_SECRET=secrets.token_hex(32))
+    common = ["--nproc-per-node", "1", "--nnodes", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
+              "--max-restarts", "2", "--failure-grace", "0", "--settle", "0.3", "--tag-output"]
+    procs = [subprocess.Popen([DTRUN] + common + ["--node-rank", str(n), HELPER, "generations", "fail:1:3,ok"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for n in (1, 0)]
+    outs = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        outs.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    node1, node0 = outs
+    for p in outs:
+        check(p.returncode == 0, "both agents end with the job: exit 0", p)
+    lines = node0.stdout + node1.stdout
+    for g in (0, 1):
+        for r in (0, 1):
+            check(f"[r{r}] gen={g} rank={r} world=2" in lines, f"generation {g} rank {r} ran", node0)
+    check("stopping rank(s) 0: another node's ranks failed" in node0.stderr, "node 0 stops its rank", node0)
+    check("restarting the job (restart 1 of 2)" in node0.stderr, "node 0 counts the restart", node0)
+    check("rank 1's error file: rank 1 of generation 0" in node1.stderr, "node 1 names its rank's error", node1)
+
+
 def case_usage_errors():
     for args in ([], ["--nproc-per-node", "2"], ["--nproc-per-node", "x", HELPER], ["--bogus", HELPER],
                  ["--nproc-per-node", "0", HELPER], ["--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "2",
@@ -315,7 +344,8 @@ def case_usage_errors():
                  ["--nproc-per-node"], ["--nproc-per-node", "3:2", HELPER], ["--nproc-per-node", "2:4", HELPER],
                  ["--nproc-per-node", "3:4", "--max-restarts", "1", "--world-multiple", "2", HELPER],
                  ["--nproc-per-node", "2", "--slot-file", "x", HELPER],
-                 ["--nproc-per-node", "2", "--nnodes", "2", "--master-addr", "a", "--max-restarts", "1", HELPER]):
+                 ["--nproc-per-node", "2", "--nnodes", "1:2", "--master-addr", "a", HELPER],
+                 ["--nproc-per-node", "1:2", "--nnodes", "2", "--master-addr", "a", "--max-restarts", "1", HELPER]):
         p, _ = run([DTRUN] + args + (["ok"] if args and args[-1] == HELPER else []))
         check(p.returncode == 2, f"usage error exits 2: {args}", p)
         check(p.stderr.startswith("dtrun: ") and "dtrun --help" in p.stderr, f"usage error explains itself: {args}", p)
