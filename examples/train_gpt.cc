@@ -247,7 +247,7 @@ dt::train::ParallelPlan resize(Args& a, int64_t world) {
   cfg.layers = a.layers;
   cfg.heads = a.heads;
   cfg.hidden = a.hidden;
-  const int64_t params = dt::nn::Gpt(cfg).num_parameters();
+  const int64_t params = dt::nn::Gpt(cfg).declared_numel();
   const dt::train::MemoryModel memory{
       .budget_bytes = a.memory_budget_mib << 20,
       .state_bytes = params * 16,

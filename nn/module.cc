@@ -109,6 +109,21 @@ void Module::collect_parameters(const std::string& prefix, std::vector<std::pair
   }
 }
 
+int64_t Module::declared_numel() const {
+  int64_t n = 0;
+  std::vector<const VariableImpl*> seen;
+  std::function<void(const Module&)> walk = [&](const Module& m) {
+    for (const ParamSlot& s : m.params_) {
+      if (std::find(seen.begin(), seen.end(), s.var.impl()) != seen.end()) continue;
+      seen.push_back(s.var.impl());
+      n += shape_numel(s.shape);
+    }
+    for (const auto& [name, child] : m.children_) walk(*child);
+  };
+  walk(*this);
+  return n;
+}
+
 std::vector<std::pair<std::string, Variable>> Module::named_parameters(bool recurse) const {
   std::vector<std::pair<std::string, Variable>> out;
   std::vector<const VariableImpl*> seen;

@@ -91,6 +91,9 @@ class Module : public std::enable_shared_from_this<Module> {
   ModulePtr get_submodule(const std::string& fqn);  // InvalidArgument naming the missing part
   Variable get_parameter(const std::string& fqn);
   std::string describe() const;  // the tree with parameter shapes and placements
+  // The global element count of every parameter declared in the tree (tied ones once), materialized or not: what
+  // the model will hold, known before anything is allocated.
+  int64_t declared_numel() const;
 
   // ---- placement and initialization ----
   // The placements a parameter will be (or is) laid out with (parallel styles set them). Name local to this module.

@@ -48,6 +48,17 @@ TEST(NnModule, GptNamesAreTorchtitans) {
   nn::Gpt tied(tiny(true));
   want.pop_back();
   EXPECT_EQ(names(tied), want);  // the tied head appears once, under tok_embeddings.weight
+  // The declared element count, before anything is allocated, is what materialize() allocates (tied weights once).
+  EXPECT_LT(tied.declared_numel(), m.declared_numel());
+  op_test::on_mesh({1}, [&](const DeviceMesh& mesh) {
+    for (nn::Gpt* g : {&m, &tied}) {
+      const int64_t declared = g->declared_numel();
+      EXPECT_EQ(g->num_parameters(), 0);
+      g->materialize(mesh, 0);
+      EXPECT_EQ(g->num_parameters(), declared);
+      EXPECT_GT(declared, 0);
+    }
+  });
 }
 
 TEST(NnModule, RegistrationErrors) {

@@ -378,6 +378,21 @@ def main():
                   f"{'ok' if ok else 'FAIL'}", flush=True)
             if not ok:
                 failures.append({"segments": segments, "max_rel_diff": diff})
+        # Note [Resize policy]'s refusals, as the program says them: tp 4 cannot shrink onto 2 ranks; the model
+        # does not fit a 1 MiB budget on 1 rank.
+        for extra, world, want in ((["--tp", "4"], 2, "cannot go on with 2 rank(s): tp 4 x pp 1 = 4 ranks"),
+                                   (["--memory-budget", "1"], 2, "over its budget of 1.0 MiB")):
+            model = list(MODEL)
+            if extra[0] in model:
+                model[model.index(extra[0]) + 1] = extra[1]
+            else:
+                model += extra
+            rc, lines = run([args.dtrun, "--nproc-per-node", str(world), "--max-restarts", "1", args.train_gpt,
+                             *model, "--save-dir", os.path.join(work, "refused")], job_env({}), 120)
+            ok = rc not in (0, None) and any(want in l for _, l in lines)
+            print(f"elastic: {' '.join(extra)} on {world} ranks refused: {'ok' if ok else 'FAIL'}", flush=True)
+            if not ok:
+                failures.append({"refusal": extra, "rc": rc, "lines": [l for _, l in lines[-5:]]})
         if nodes_trial(args, work, cache):
             failures.append({"trial": "nodes"})
         print(f"elastic: {args.trials} trials; passes of a fault-free run: {limits}", flush=True)
