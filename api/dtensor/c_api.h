@@ -397,8 +397,8 @@ DT_API dt_status_t dt_fsdp_group_reshard(dt_fsdp_group_t g, int32_t post_forward
 /* Parameter i's persistent shard (what the optimizer updates), and its gathered value (valid between wait_unshard
  * and reshard), as new handles. The gathered value's storage object is the same every step, but reshard returns its
  * memory to the pool and the next unshard may fill it at another address: take the data pointer (or a DLPack view)
- * after each wait_unshard, and rebuild views saved for backward (examples/python/torch_fsdp.py does, through
- * saved_tensors_hooks). */
+ * after each wait_unshard, and rebuild views saved for backward (the Python package's dtensor.torch does, through
+ * saved_tensors_hooks: bindings/python/dtensor/torch/_saved_tensors.py). */
 DT_API dt_status_t dt_fsdp_group_sharded_param(dt_fsdp_group_t g, int32_t i, dt_tensor_t* out);
 DT_API dt_status_t dt_fsdp_group_unsharded_param(dt_fsdp_group_t g, int32_t i, dt_tensor_t* out);
 /* Parameter i's unsharded gradient (the layout of its gathered value), summed into the step's. */

@@ -30,3 +30,13 @@ def load_checkpoint(path, tensors, strict=True):
     names, handles, n = _names_and_handles(tensors)
     text = _lib.text_out(_lib.lib.dt_checkpoint_load, str(path).encode(), names, handles, n, 1 if strict else 0)
     return json.loads(text) if text else {}
+
+
+def save(path, state_dict, metadata=None, async_save=False):
+    """save_checkpoint under the name PyTorch's distributed checkpoint uses (dtensor.checkpoint.save(path, sd))."""
+    return save_checkpoint(path, state_dict, metadata=metadata, async_save=async_save)
+
+
+def load(path, state_dict, strict=True):
+    """load_checkpoint under the name PyTorch's distributed checkpoint uses: in place, from any layout."""
+    return load_checkpoint(path, state_dict, strict=strict)

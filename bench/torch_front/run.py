@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""bench/torch_front: dtensor.torch's fully_shard against PyTorch FSDP2 (gloo), the same PyTorch script on both sides.
+
+Usage: run.py BUILD_DIR [--rounds N] [--steps N] [--warmup N] [--cases mlp,gpt,tiny] [--batches 2,8]
+
+train_step.py is one script whose sides differ only in their imports: `--impl torch` (torch.distributed.fsdp,
+torchrun, gloo) and `--impl dtensor` (dtensor.torch under BUILD_DIR/tools/dtrun, UCX over shared memory); both on 2
+processes, 1 intra-op thread each, fully_shard per block then the root, AdamW.
+  mlp   bench/fsdp's residual MLP stack (4 blocks, 512 -> 2048 -> 512, seq 128) at each global batch of --batches.
+        targets: dtensor.torch <= 0.6x FSDP2's step at batch 2, <= 0.8x at batch 8; peak memory per rank (RSS above
+        the footprint) <= FSDP2's.
+  gpt   bench/train's GPT (2 layers, dim 128, seq 64) at each global batch: the same targets.
+  tiny  100 blocks of Linear(16, 16) + tanh at global batch 2: a step is almost only the per-block machinery. Also
+        one plain process (no sharding, its rank's rows); the hook overhead per block is (FSDP step - plain step) /
+        100, for each side. target: dtensor.torch's per-block overhead <= FSDP2's + 20 us.
+Each round runs every side of every case (the order alternates from round to round); a run's step time is the median
+of rank 0's step_s after the warm-up steps. Prints every round's numbers, then a table of the medians over rounds
+(memory: the largest over rounds and ranks) on stderr, and one JSON line per (case, side) on stdout:
+  {"bench":"torch_front","case":..,"impl":"dtensor-torch"|"torch-fsdp2"|"torch","step_ms":..,"step_ms_rounds":[..],
+   "peak_bytes":..,"ratio":..}
+Exits 1 when a run failed.
+
+Environment: DT_BENCH_TORCH_FRONT_ROUNDS (5), _STEPS (10), _WARMUP (3), _CASES; DT_BENCH_VENV (the PyTorch venv;
+default BUILD_DIR/py-venv).
+"""
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import benchlib  # noqa: E402
+from benchlib import fmt, log  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "train_step.py")
+SOURCE = os.path.join(HERE, "..", "..", "bindings", "python")
+CASES = ("mlp", "gpt", "tiny")
+TARGETS = {2: 0.6, 8: 0.8}  # dtensor.torch / FSDP2 step time at these global batches (the issue's)
+OVERHEAD_TARGET_US = 20.0
+TINY_LAYERS = 100
+
+
+def summarize(rows, warmup):
+    steps = benchlib.step_rows(rows)
+    if not steps:
+        return None
+    summary = next((r for r in rows if "rss_peak_bytes_per_rank" in r), {})
+    above = [p - b for p, b in zip(summary.get("rss_peak_bytes_per_rank", []), summary.get("rss_base_bytes_per_rank",
+                                                                                          []))]
+    return {"step_s": benchlib.median_step_s(steps, warmup), "above": max(above) if above else None,
+            "loss_last": steps[-1].get("loss")}
+
+
+def main():
+    ap = benchlib.driver_parser("dtensor.torch's fully_shard against PyTorch FSDP2", "DT_BENCH_TORCH_FRONT", 10,
+                                CASES, rounds=5)
+    ap.add_argument("--batches", default="2,8", help="global batches of the mlp and gpt cases (default 2,8)")
+    a = benchlib.parse_driver_args(ap, sys.argv[1:])
+    batches = [int(b) for b in a.batches.split(",") if b]
+    if a.torch_only:
+        ap.error("--torch-only: this benchmark compares the two sides of one script")
+    if not benchlib.programs_built(a.build, [], "bench/torch_front") or \
+            not os.path.exists(os.path.join(a.build, "libdtensor.so")):
+        log(f"bench/torch_front: needs {a.build}/libdtensor.so and {a.build}/tools/dtrun")
+        return 1
+    python = benchlib.ensure_venv(benchlib.venv_dir(a.build), "bench/torch_front")
+    dtrun = os.path.join(a.build, "tools", "dtrun")
+    os.environ["DTENSOR_LIBRARY"] = os.environ.get("DTENSOR_LIBRARY") or os.path.join(a.build, "libdtensor.so")
+    os.environ["PYTHONPATH"] = SOURCE + os.pathsep + os.environ.get("PYTHONPATH", "")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    common = ["--steps", str(a.steps), "--threads", "1", "--json"]
+
+    def side(impl, args):
+        if impl == "dtensor":
+            return lambda: [dtrun, "--nproc-per-node", "2", python, SCRIPT, "--impl", "dtensor"] + args + common
+        if impl == "torch":
+            return lambda: benchlib.torchrun(python, 2) + [python, SCRIPT, "--impl", "torch"] + args + common
+        return lambda: [python, SCRIPT, "--impl", "plain"] + args + common
+
+    plans = []  # (key, sides)
+    for c in a.cases:
+        if c == "tiny":
+            args = ["--model", "tiny", "--layers", str(TINY_LAYERS), "--batch", "2"]
+            plain = ["--model", "tiny", "--layers", str(TINY_LAYERS), "--batch", "1"]
+            plans.append(("tiny", [("dtensor-torch", side("dtensor", args)), ("torch-fsdp2", side("torch", args)),
+                                   ("torch", side("plain", plain))]))
+        else:
+            for b in batches:
+                args = ["--model", c, "--batch", str(b)] + a.model_args
+                plans.append((f"{c}-b{b}", [("dtensor-torch", side("dtensor", args)),
+                                            ("torch-fsdp2", side("torch", args))]))
+    results, failed = benchlib.run_rounds(plans, a.rounds, "bench/torch_front")
+    per = {}  # (key, impl) -> [summary per round]
+    for (key, impl), runs in results.items():
+        per[(key, impl)] = [s for s in (summarize(rows, a.warmup) for _, rows in runs) if s]
+
+    log("== every round (step ms; dtensor.torch / FSDP2)")
+    for key, sides in plans:
+        d, t = per.get((key, "dtensor-torch"), []), per.get((key, "torch-fsdp2"), [])
+        for i, (x, y) in enumerate(zip(d, t), 1):
+            log(f"   {key:8s} round {i}: dtensor.torch {x['step_s'] * 1e3:8.2f}  FSDP2 {y['step_s'] * 1e3:8.2f}  "
+                f"ratio {x['step_s'] / y['step_s']:.3f}")
+
+    headers = ["case", "dtensor.torch ms", "FSDP2 ms", "ratio", "target", "dt MiB", "FSDP2 MiB", "memory"]
+    table, met, total = [], 0, 0
+    for key, sides in plans:
+        d, t = per.get((key, "dtensor-torch"), []), per.get((key, "torch-fsdp2"), [])
+        if not d or not t:
+            continue
+        dm, tm = statistics.median(x["step_s"] for x in d), statistics.median(x["step_s"] for x in t)
+        ratios = [x["step_s"] / y["step_s"] for x, y in zip(d, t)]
+        ratio = statistics.median(ratios)
+        dmem = max((x["above"] for x in d if x["above"] is not None), default=None)
+        tmem = max((x["above"] for x in t if x["above"] is not None), default=None)
+        mem_ok = dmem is not None and tmem is not None and dmem <= tmem
+        target = None
+        if key == "tiny":
+            plain = per.get((key, "torch"), [])
+            pm = statistics.median(x["step_s"] for x in plain) if plain else None
+            if pm is not None:
+                dover, tover = (dm - pm) / TINY_LAYERS * 1e6, (tm - pm) / TINY_LAYERS * 1e6
+                ok = dover <= tover + OVERHEAD_TARGET_US
+                met, total = met + ok, total + 1
+                log(f"tiny: per-block overhead dtensor.torch {dover:.1f} us, FSDP2 {tover:.1f} us (plain step "
+                    f"{pm * 1e3:.2f} ms): {'met' if ok else 'NOT met'} (<= FSDP2's + {OVERHEAD_TARGET_US:.0f} us)")
+                print(json.dumps({"bench": "torch_front", "case": "tiny", "overhead_us_per_block": round(dover, 2),
+                                  "fsdp2_overhead_us_per_block": round(tover, 2), "plain_step_ms": round(pm * 1e3, 3)}))
+        else:
+            b = int(key.split("-b")[1])
+            if b in TARGETS:
+                target = TARGETS[b]
+                ok = ratio <= target
+                met, total = met + ok + mem_ok, total + 2
+        table.append([key, fmt(dm * 1e3, ".2f"), fmt(tm * 1e3, ".2f"), fmt(ratio, ".3f"),
+                      fmt(target, ".1f", "x") if target else "-", fmt(dmem / 2**20 if dmem else None, ".1f"),
+                      fmt(tmem / 2**20 if tmem else None, ".1f"), "ok" if mem_ok else "over"])
+        for impl, rs in (("dtensor-torch", d), ("torch-fsdp2", t)):
+            print(json.dumps({"bench": "torch_front", "case": key, "impl": impl,
+                              "step_ms": round(statistics.median(x["step_s"] for x in rs) * 1e3, 3),
+                              "step_ms_rounds": [round(x["step_s"] * 1e3, 3) for x in rs],
+                              "peak_bytes": max((x["above"] for x in rs if x["above"] is not None), default=None),
+                              "ratio": round(ratio, 4)}), flush=True)
+    return benchlib.report("bench/torch_front", headers, table, met, total, failed,
+                           notes=["ratio: the median over rounds of dtensor.torch / FSDP2 (same round); memory: peak "
+                                  "RSS above the footprint, the largest rank and round"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

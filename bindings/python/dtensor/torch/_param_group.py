@@ -1,0 +1,215 @@
+"""One fully_shard call's parameters as a dtensor FSDP engine group, seen from PyTorch.
+
+Each managed parameter has two torch faces, both nn.Parameters that keep their identity for the module's life:
+  sharded    a DLPack view of the engine's shard (the only persistent copy): what module.parameters() yields
+             between steps and the optimizer updates in place; .grad is the reduced gradient shard
+  unsharded  a leaf whose .data is set to a view of the gathered memory after each unshard: what the module's
+             forward reads and autograd accumulates into (its post-accumulate-grad hook hands the gradient to the
+             engine)
+The module's parameter slots (every place the parameter is registered: shared parameters have several) hold the
+unsharded face while gathered and the sharded one otherwise, as FSDP2's do.
+"""
+import torch
+import torch.nn as nn
+
+import dtensor
+from . import _convert
+from .mixed_precision import dtype_name
+
+
+_in_flight = [None]  # the group whose reduce-scatter was started last and not waited for
+
+
+class _Managed:
+    __slots__ = ("name", "slots", "sharded", "unsharded", "full_dt", "grad_mesh", "grad_placements", "shape",
+                 "view_ptr", "requires_grad", "version")
+
+
+class TorchParamGroup:
+    def __init__(self, label, mesh, named_params, slots, reshard_after_forward, mp_policy, offload, registry):
+        """named_params: [(qualified name, nn.Parameter)], slots: per parameter [(module, attribute)]."""
+        self.label = label
+        self.mesh = mesh
+        self.registry = registry
+        self.params = []
+        full = []
+        for (name, p), where in zip(named_params, slots):
+            m = _Managed()
+            m.name, m.slots, m.shape, m.requires_grad = name, where, tuple(p.shape), p.requires_grad
+            tp = getattr(p, "_dt_tp", None)  # (tp mesh, placements, global shape) from parallelize_module
+            if tp is not None:
+                tp_mesh, placements, shape = tp
+                if getattr(tp_mesh, "_root", tp_mesh) is not getattr(mesh, "_root", mesh):
+                    raise ValueError(f"fully_shard({label}): parameter {name} is tensor-parallel on a mesh that is "
+                                     f"not a sub-mesh of the FSDP mesh's: take both from one init_device_mesh")
+                m.grad_mesh, m.grad_placements, m.shape = tp_mesh, placements, tuple(shape)
+                full.append(_convert.to_dt(p.detach(), tp_mesh, placements, shape))
+            else:
+                m.grad_mesh, m.grad_placements = mesh, [dtensor.Replicate()] * mesh.ndim
+                full.append(_convert.to_dt(p.detach(), mesh, m.grad_placements))
+            self.params.append(m)
+        opts = {}
+        if mp_policy.param_dtype is not None:
+            opts["param_dtype"] = dtype_name(mp_policy.param_dtype)
+        if mp_policy.reduce_dtype is not None:
+            opts["reduce_dtype"] = dtype_name(mp_policy.reduce_dtype)
+        # The engine clones its shard out of each block (fsdp/layout.cc make_shard): the blocks are the module's
+        # own memory, freed by the caller once the group exists.
+        self.group = dtensor.FsdpParamGroup(
+            mesh.dt_mesh, full, names=[m.name for m in self.params], name=label,
+            reshard_after_forward=reshard_after_forward, param_dtype=opts.get("param_dtype"),
+            reduce_dtype=opts.get("reduce_dtype"), cpu_offload=offload)
+        for f in full:
+            f.close()
+        gathered_dtype = mp_policy.param_dtype
+        for i, m in enumerate(self.params):
+            shard = self.group.sharded_param(i)
+            m.sharded = nn.Parameter(torch.from_dlpack(shard), requires_grad=m.requires_grad)
+            shard.close()
+            m.full_dt = None  # the gathered value's handle, taken at the first gather (its storage is stable)
+            dtype = gathered_dtype if gathered_dtype is not None and torch.is_floating_point(m.sharded) else \
+                m.sharded.dtype
+            m.unsharded = nn.Parameter(torch.empty(0, dtype=dtype, device=m.sharded.device),
+                                       requires_grad=m.requires_grad)
+            m.view_ptr = None
+            if m.requires_grad:
+                m.unsharded.register_post_accumulate_grad_hook(lambda p, i=i: self._grad_ready(i, p))
+            reduce_over = getattr(named_params[i][1], "_dt_grad_all_reduce", None)  # SequenceParallel's replicas
+            if reduce_over is not None:
+                from .collectives import all_reduce_copy
+                m.unsharded.register_hook(lambda g, mesh=reduce_over: all_reduce_copy(g, mesh))
+        self.trainable = sum(1 for m in self.params if m.requires_grad)
+        self.early_reshard = self.trainable == len(self.params)  # Note [Resharding after backward]
+        self.pending = self.trainable
+        self.gathered = False  # the unsharded faces view the gathered memory
+        self.unshard_issued = False
+        self.reduce_issued = False
+        self.reshard_after_backward = True
+        self.requires_gradient_sync = True
+        self.received = 0
+
+    # ---- gathering
+    def unshard(self, async_op=True):
+        if self.gathered and self._stale():
+            self.reshard()
+        if not self.unshard_issued and not self.gathered:
+            self.group.unshard(async_op)
+            self.unshard_issued = True
+
+    def wait(self):
+        """Finishes the gather and points every unsharded face (and the modules' slots) at the gathered memory."""
+        if self.gathered:
+            return
+        if not self.unshard_issued:
+            self.group.unshard(False)
+        self.group.wait_unshard()
+        self.unshard_issued = False
+        for i, m in enumerate(self.params):
+            if m.full_dt is None:
+                m.full_dt = self.group.unsharded_param(i)
+            ptr = m.full_dt.local_data_ptr
+            if ptr != m.view_ptr or m.unsharded.data.numel() == 0:
+                m.unsharded.data = torch.from_dlpack(m.full_dt)
+                m.view_ptr = ptr
+            m.version = m.sharded._version
+            self.registry.add(m.unsharded)
+            for module, attr in m.slots:
+                module._parameters[attr] = m.unsharded
+        self.gathered = True
+
+    def _stale(self):
+        """Whether a shard changed (an optimizer step) since the gather: kept gathered parameters (no reshard after
+        backward) are then gathered again. Every rank steps alike, so every rank decides alike."""
+        return any(m.sharded._version != m.version for m in self.params)
+
+    def reshard(self, post_forward=False):
+        if not self.gathered:
+            if self.unshard_issued:  # prefetched but not used: finish the collective before freeing
+                self.group.wait_unshard()
+                self.unshard_issued = False
+            else:
+                return
+        for m in self.params:
+            self.registry.remove(m.unsharded)
+            for module, attr in m.slots:
+                module._parameters[attr] = m.sharded
+        self.group.reshard(post_forward=post_forward)
+        self.gathered = False
+
+    def show_sharded(self):
+        for m in self.params:
+            for module, attr in m.slots:
+                module._parameters[attr] = m.sharded
+
+    # ---- gradients
+    def _grad_ready(self, i, p):
+        m = self.params[i]
+        g = p.grad
+        p.grad = None
+        if g is None:
+            return
+        d = _convert.to_dt(g, m.grad_mesh, m.grad_placements, m.shape)
+        try:
+            self.group.accumulate_grad(i, d)
+        finally:
+            d.close()
+        self.received += 1
+        self.pending -= 1
+        if self.pending == 0:
+            self.reduce()
+            if self.early_reshard and self.reshard_after_backward:
+                self.reshard()
+
+    def reduce(self):
+        """Starts the reduce-scatter of the gradients received (kept unsharded when gradient sync is off). The
+        previous group's reduction is finished first, as FSDP2 does: one in flight at a time, so that its unsharded
+        gradients (which the reduce-scatter may read in place) are freed while backward goes on."""
+        if self.received:
+            previous = _in_flight[0]
+            if previous is not None and previous is not self:
+                previous.collect()
+            self.group.reduce_grads()
+            self.reduce_issued = self.requires_gradient_sync
+            if self.reduce_issued:
+                _in_flight[0] = self
+        self.received = 0
+
+    def collect(self):
+        """Waits for this group's reduction; the reduced shards become (or are added to) the sharded faces' .grad."""
+        if _in_flight[0] is self:
+            _in_flight[0] = None
+        if not self.reduce_issued:
+            return
+        self.group.wait_reduce()
+        self.reduce_issued = False
+        for i, m in enumerate(self.params):
+            g = self.group.sharded_grad(i)
+            if g is None:
+                continue
+            grad = torch.from_dlpack(g)  # a view of the reduce-scatter output; it keeps the block alive
+            g.close()
+            if grad.dtype != m.sharded.dtype:
+                grad = grad.to(m.sharded.dtype)
+            if m.sharded.grad is None:
+                m.sharded.grad = grad
+            else:
+                m.sharded.grad += grad
+
+    def finish_backward(self):
+        """After backward: every reduction finished, the gradient shards set, the group resharded."""
+        if self.pending != self.trainable:
+            self.reduce()  # some parameters got no gradient this step
+        self.pending = self.trainable
+        self.collect()
+        if self.reshard_after_backward:
+            self.reshard()
+
+    def set_requires_gradient_sync(self, on):
+        self.requires_gradient_sync = bool(on)
+        self.group.set_requires_gradient_sync(on)
+
+    def close(self):
+        for m in self.params:
+            if m.full_dt is not None:
+                m.full_dt.close()
+        self.group.close()

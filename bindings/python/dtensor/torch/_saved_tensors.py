@@ -1,0 +1,53 @@
+"""The saved-tensor hooks of the forward of a sharded model (Note [Saved tensors of gathered parameters])."""
+import torch
+
+# Note [Saved tensors of gathered parameters]
+# reshard() frees a group's gathered memory and the next unshard() fills new memory, possibly at another address
+# (the engine's storage keeps its identity, but a DLPack view holds the raw address). Autograd saves views of the
+# parameters in forward (F.linear saves weight.t()) and reads them in backward, after the group was resharded and
+# gathered again: a saved view would read freed memory. So the root's forward runs under saved_tensors_hooks that save
+# a view of a gathered parameter as (parameter, offset, sizes, strides) and rebuild it in backward over the parameter's
+# current data (the view of the memory its pre-backward hook gathered). Other tensors pass as they are. Activation
+# checkpointing's own hooks take precedence inside checkpointed regions; their recomputation runs in backward, after
+# the pre-backward gather, so it saves views of the current memory.
+
+
+class GatheredRegistry:
+    """Data addresses of the gathered parameters of the groups gathered now -> the unsharded torch parameter."""
+
+    def __init__(self):
+        self.by_address = {}
+        self._hooks = None
+
+    def add(self, param):
+        self.by_address[param.data.untyped_storage().data_ptr()] = param
+
+    def remove(self, param):
+        self.by_address.pop(param.data.untyped_storage().data_ptr(), None)
+
+    def _pack(self, t):
+        p = self.by_address.get(t.untyped_storage().data_ptr()) if t.device.type != "meta" else None
+        if p is None:
+            return t
+        return (p, t.storage_offset(), tuple(t.shape), t.stride())
+
+    @staticmethod
+    def _unpack(x):
+        if type(x) is tuple:
+            p, offset, shape, stride = x
+            return p.data.as_strided(shape, stride, offset)
+        return x
+
+    def enter(self):
+        """Installs the hooks (the root's pre-forward); exit() removes them (its post-forward)."""
+        if self._hooks is None:
+            self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+            self._hooks.__enter__()
+
+    def exit(self):
+        hooks, self._hooks = self._hooks, None
+        if hooks is not None:
+            hooks.__exit__(None, None, None)
+
+
+REGISTRY = GatheredRegistry()  # one per process: the gathered memory of every group (addresses are unique)
