@@ -96,6 +96,19 @@ echo "   (the measured bubble counts every wait outside F and B: 4 processes sha
 echo "   gathers; bench/pipeline measures the schedules alone, within a point of theory)"
 /usr/bin/python3 "$here/demo_report.py" compare-labelled "pp 2 x dp 2 (1F1B)" "$ckpt/one.jsonl" "$ckpt/pp.jsonl"
 echo
+echo "== elastic training: FSDP + TP on 4 slots; rank 3 is killed while it writes step 9's checkpoint"
+echo "   (DT_FAULT_INJECT=3:checkpoint_save:3:kill). dtrun drops its slot and starts the job again on the 2 slots left;"
+echo "   train_gpt takes dp 1 x tp 2 with gradient accumulation 2 (the same global batch), removes the half-written"
+echo "   save and resumes from step 6, with no flag:"
+echo "   dtrun --nproc-per-node 2:4 --world-multiple 2 --max-restarts 2 $build/examples/train_gpt --dp 2 --tp 2 --fsdp --save-dir ... --save-every 3 ... --json"
+DT_FAULT_INJECT=3:checkpoint_save:3:kill "$build/tools/dtrun" --nproc-per-node 2:4 --world-multiple 2 \
+  --max-restarts 2 --failure-grace 2 --settle 0.5 --timeout 300 "$build/examples/train_gpt" --dp 2 --tp 2 --fsdp \
+  --save-dir "$ckpt/elastic" --save-every 3 "${train_args[@]}" --json 2>"$ckpt/elastic.txt" |
+  tee "$ckpt/elastic.jsonl" | "${report[@]}"
+grep -E '^dtrun: (rank 3 failed|slot|restarting|generation)|^(elastic|removed|resumed)' "$ckpt/elastic.txt" |
+  sed 's/^/   /'
+/usr/bin/python3 "$here/demo_report.py" compare-elastic "$ckpt/one.jsonl" "$ckpt/elastic.jsonl"
+echo
 build_targets tools/dttrain
 [ -z "$py_pid" ] || wait "$py_pid" || true
 # 5. Fine-tuning the exported GPT on the King James Bible with dttrain (FSDP + TP on 2x2).

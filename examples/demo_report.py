@@ -7,6 +7,9 @@
                                           files in order), step by step, at full precision
   demo_report.py compare-labelled LABEL ONE.jsonl OTHER.jsonl
                                           the same for another run, its column and closing line named LABEL
+  demo_report.py compare-elastic ONE.jsonl ELASTIC.jsonl
+                                          the same for an elastic job's lines (a step run again after a restart
+                                          replaces the lost one)
   demo_report.py finetune LOG.jsonl       the validation losses of a dttrain log; exits 1 unless the last is below
                                           the first
 
@@ -51,6 +54,25 @@ def losses(paths):
     return out
 
 
+def compare_elastic(one_path, elastic_path):
+    """An elastic job's JSON lines (Note [Resize policy]): a step run again after a restart replaces the lost one."""
+    a, b, twice = losses([one_path]), {}, set()
+    with open(elastic_path) as f:
+        for r in records(f):
+            if "step" in r:
+                if r["step"] in b:
+                    twice.add(r["step"])
+                b[r["step"]] = r["loss"]
+    if not a or a.keys() != b.keys():
+        sys.exit(f"demo: the runs printed different steps: {sorted(a)} and {sorted(b)}")
+    worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+    print(f"demo: steps {', '.join(map(str, sorted(twice))) or 'none'} ran again after the restart (from the newest "
+          f"complete checkpoint); every step's loss matches one process to "
+          f"{'0 (bit for bit)' if worst == 0 else f'{worst:.1e}'}")
+    if worst > LIMIT:
+        sys.exit(f"demo: the elastic job differs from one process by {worst:.1e} (more than {LIMIT:.0e})")
+
+
 def compare(one_path, moved_paths, label="FSDP 2, then FSDP + TP 2x2"):
     a, b = losses([one_path]), losses(moved_paths)
     if not a or a.keys() != b.keys():
@@ -87,6 +109,8 @@ def main():
         compare(sys.argv[2], sys.argv[3:])
     elif sys.argv[1:2] == ["compare-labelled"] and len(sys.argv) == 5:
         compare(sys.argv[3], [sys.argv[4]], label=sys.argv[2])
+    elif sys.argv[1:2] == ["compare-elastic"] and len(sys.argv) == 4:
+        compare_elastic(sys.argv[2], sys.argv[3])
     elif sys.argv[1:2] == ["finetune"] and len(sys.argv) == 3:
         finetune(sys.argv[2])
     else:

@@ -415,9 +415,11 @@ int main(int argc, char** argv) {
       if (a.print_schedule) std::fprintf(out, "%s", dt::pipeline::format_schedule(*pipeline_schedule).c_str());
       std::fflush(out);
     }
-    if (lead && resized && !a.json)
-      std::printf("elastic: generation %d on %d ranks: %s\n", program.restart_count, world->size(),
-                  dt::train::describe(*resized).c_str());
+    // What a restart did, on stderr under --json (whose stdout is JSON lines).
+    FILE* notes = a.json ? stderr : stdout;
+    if (lead && resized)
+      std::fprintf(notes, "elastic: generation %d on %d ranks: %s\n", program.restart_count, world->size(),
+                   dt::train::describe(*resized).c_str());
     // --resume, or a restarted generation of an elastic job: the newest complete checkpoint under --save-dir (the
     // data of step k depends on k alone, so the run goes on as if it had not stopped). A save a failure cut short
     // is never loaded, and is removed before this generation saves.
@@ -428,16 +430,16 @@ int main(int argc, char** argv) {
     if ((a.resume || restarted) && !a.save_dir.empty()) {
       if (lead)
         for (const std::string& d : dt::checkpoint::remove_interrupted(a.save_dir))
-          if (!a.json) std::printf("removed %s: a save that did not complete\n", d.c_str());
+          std::fprintf(notes, "removed %s: a save that did not complete\n", d.c_str());
       if (const auto dir = dt::checkpoint::latest(a.save_dir)) {
         const auto t0 = std::chrono::steady_clock::now();
         const dt::checkpoint::LoadResult r = pipelined ? dt::pipeline::load_checkpoint(*dir, *rank_module, &opt)
                                                        : dt::nn::load_checkpoint(*dir, *model, &opt);
         first_step = std::get<int64_t>(r.metadata.at("step")) + 1;
-        if (lead && !a.json)
-          std::printf("resumed from %s (step %lld): read %s on this rank in %.3f s\n", dir->c_str(),
-                      (long long)(first_step - 1), mib(double(r.bytes_read)).c_str(),
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (lead)
+          std::fprintf(notes, "resumed from %s (step %lld): read %s on this rank in %.3f s\n", dir->c_str(),
+                       (long long)(first_step - 1), mib(double(r.bytes_read)).c_str(),
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       } else if (lead && !a.json) {
         std::printf("no checkpoint under %s yet: starting at step 1\n", a.save_dir.c_str());
       }
