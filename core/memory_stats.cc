@@ -146,6 +146,12 @@ void reset_peak_memory(const Device& device) {
   c.total_peak.store(c.total());
 }
 
+std::string format_mib(double bytes) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return b;
+}
+
 std::string format_memory_usage(const MemoryUsage& usage) {
   std::string out;
   for (size_t k = 0; k < kMemoryKinds; ++k) {

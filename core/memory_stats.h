@@ -68,6 +68,8 @@ void reset_peak_memory(const Device& device);
 // One line: "parameters 12.0 MiB (peak 12.0) · gradients ... · total 40.1 MiB (peak 55.0)"; kinds with a zero peak
 // are left out; each figure in the unit of its peak (B, KiB, MiB, GiB).
 std::string format_memory_usage(const MemoryUsage& usage);
+// "12.5 MiB": bytes in MiB with one decimal, whatever the size (reports that line figures up in one unit).
+std::string format_mib(double bytes);
 
 // For Storage (core/storage.cc): `bytes` (negative: freed) owned by a storage of `kind` on `device`.
 void count_memory(const Device& device, MemoryKind kind, int64_t bytes);

@@ -182,12 +182,6 @@ class Corpus {
   std::vector<int64_t> next_;
 };
 
-std::string mib(double bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f MiB", bytes / (1024.0 * 1024.0));
-  return b;
-}
-
 // Every rank's memory by kind (and, under FSDP, against its theory: Note [FSDP memory theory]), printed by rank 0.
 void print_memory(const dt::CommunicatorPtr& world, const dt::Device& device, const dt::nn::Module& model, bool fsdp,
                   bool lead, bool json) {
@@ -234,6 +228,17 @@ void print_memory(const dt::CommunicatorPtr& world, const dt::Device& device, co
 
 }  // namespace
 
+// The model the flags describe.
+dt::nn::GptConfig gpt_config(const Args& a) {
+  dt::nn::GptConfig cfg;
+  cfg.vocab = a.vocab;
+  cfg.dim = a.dim;
+  cfg.layers = a.layers;
+  cfg.heads = a.heads;
+  cfg.hidden = a.hidden;
+  return cfg;
+}
+
 // Note [Resize policy]: `a` moved to `world` ranks: dp (and HSDP's replicas) from the world, tp and pp kept, the
 // global batch kept by gradient accumulation (under --pp, more microbatches). The memory check, with
 // --memory-budget, counts f32 parameters, gradients and AdamW's two moments, and an estimate of a row's activations
@@ -241,13 +246,7 @@ void print_memory(const dt::CommunicatorPtr& world, const dt::Device& device, co
 dt::train::ParallelPlan resize(Args& a, int64_t world) {
   const dt::train::ParallelPlan asked{
       .dp = a.dp, .tp = a.tp, .pp = a.pp, .hsdp = a.hsdp, .grad_accum = a.grad_accum, .global_batch = a.batch};
-  dt::nn::GptConfig cfg;
-  cfg.vocab = a.vocab;
-  cfg.dim = a.dim;
-  cfg.layers = a.layers;
-  cfg.heads = a.heads;
-  cfg.hidden = a.hidden;
-  const int64_t params = dt::nn::Gpt(cfg).declared_numel();
+  const int64_t params = dt::nn::Gpt(gpt_config(a)).declared_numel();
   const dt::train::MemoryModel memory{
       .budget_bytes = a.memory_budget_mib << 20,
       .state_bytes = params * 16,
@@ -302,12 +301,7 @@ int main(int argc, char** argv) {
     // FSDP's mesh: the (dp, tp) mesh; under a pipeline, this rank's stage's (dp, tp) sub-mesh.
     const dt::DeviceMesh fsdp_mesh = pipelined ? mesh[{"dp", "tp"}] : mesh;
     const int64_t rss_base = dt::process_rss_bytes();
-    dt::nn::GptConfig cfg;
-    cfg.vocab = a.vocab;
-    cfg.dim = a.dim;
-    cfg.layers = a.layers;
-    cfg.heads = a.heads;
-    cfg.hidden = a.hidden;
+    const dt::nn::GptConfig cfg = gpt_config(a);
     auto model = std::make_shared<dt::nn::Gpt>(cfg);
     if (a.tp > 1) dt::nn::parallelize_module(model, tp, dt::nn::gpt_tp_plan(cfg, a.sequence_parallel));
     if (a.activation_checkpointing)
@@ -438,7 +432,7 @@ int main(int argc, char** argv) {
         first_step = std::get<int64_t>(r.metadata.at("step")) + 1;
         if (lead)
           std::fprintf(notes, "resumed from %s (step %lld): read %s on this rank in %.3f s\n", dir->c_str(),
-                       (long long)(first_step - 1), mib(double(r.bytes_read)).c_str(),
+                       (long long)(first_step - 1), dt::format_mib(double(r.bytes_read)).c_str(),
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       } else if (lead && !a.json) {
         std::printf("no checkpoint under %s yet: starting at step 1\n", a.save_dir.c_str());
@@ -546,7 +540,7 @@ int main(int argc, char** argv) {
               (long long)dt::process_peak_rss_bytes());
         else
           std::printf("step %4lld  loss %.5f  %9.0f tokens/s  lr %.2e  peak %s per rank\n", (long long)step, value,
-                      tokens_per_step / secs, opt.lr(), mib(peak).c_str());
+                      tokens_per_step / secs, opt.lr(), dt::format_mib(peak).c_str());
         std::fflush(stdout);
       }
       if (!a.save_dir.empty() && ((a.save_every > 0 && step % a.save_every == 0) || step == last_step)) save(step);
@@ -605,7 +599,7 @@ int main(int argc, char** argv) {
           "fsdp: %lld all-gathers, %lld reduce-scatters, %lld all-reduces, %s sent per rank; collectives in "
           "flight %.3f s, of which the step waited %.3f s: %.0f%% hidden behind compute\n",
           (long long)c.all_gathers, (long long)c.reduce_scatters, (long long)c.all_reduces,
-          mib(double(c.bytes)).c_str(), c.issued_s, c.exposed_s,
+          dt::format_mib(double(c.bytes)).c_str(), c.issued_s, c.exposed_s,
           c.issued_s > 0 ? 100.0 * (1.0 - c.exposed_s / c.issued_s) : 0.0);
     }
     if (launched) dt::destroy_process_group();

@@ -11,12 +11,6 @@ namespace dt::fsdp {
 
 namespace {
 
-std::string mib(int64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
-  return b;
-}
-
 // The sum of the `n` largest values.
 int64_t largest(std::vector<int64_t> v, size_t n) {
   std::sort(v.rbegin(), v.rend());
@@ -61,9 +55,10 @@ std::string MemoryReport::to_string() const {
   const int64_t t = theory();
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.2fx", t > 0 ? double(usage.total_peak) / double(t) : 0.0);
-  return "peak " + mib(usage.total_peak) + " = " + ratio + " theory " + mib(t) + " (sharded states " +
-         mib(sharded_states) + ", gathered " + mib(gathered_params) + ", unsharded grads " + mib(unsharded_grads) +
-         ", comm " + mib(comm_buffers) + ", activations " + mib(activations) + "); " + format_memory_usage(usage);
+  return "peak " + format_mib(usage.total_peak) + " = " + ratio + " theory " + format_mib(t) + " (sharded states " +
+         format_mib(sharded_states) + ", gathered " + format_mib(gathered_params) + ", unsharded grads " +
+         format_mib(unsharded_grads) + ", comm " + format_mib(comm_buffers) + ", activations " +
+         format_mib(activations) + "); " + format_memory_usage(usage);
 }
 
 }  // namespace dt::fsdp

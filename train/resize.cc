@@ -1,20 +1,9 @@
 #include "train/resize.h"
 
-#include <cstdio>
-
 #include "core/error.h"
+#include "core/memory_stats.h"
 
 namespace dt::train {
-
-namespace {
-
-std::string mib(int64_t bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / (1024.0 * 1024.0));
-  return b;
-}
-
-}  // namespace
 
 int64_t bytes_per_rank(const ParallelPlan& plan, const MemoryModel& memory) {
   int64_t state = memory.state_bytes / (plan.tp * plan.pp);
@@ -59,9 +48,10 @@ ParallelPlan resize_plan(const ParallelPlan& asked, int64_t world, const MemoryM
   if (memory.budget_bytes > 0) {
     const int64_t need = bytes_per_rank(p, memory);
     DT_CHECK_ARG(need <= memory.budget_bytes, "cannot go on with ", world, " ranks (", describe(p), "): a rank needs ",
-                 mib(need), " (model state ", mib(need - memory.activation_bytes_per_row * p.micro_rows()),
-                 ", activations ", mib(memory.activation_bytes_per_row * p.micro_rows()), "), over its budget of ",
-                 mib(memory.budget_bytes));
+                 format_mib(need), " (model state ",
+                 format_mib(need - memory.activation_bytes_per_row * p.micro_rows()), ", activations ",
+                 format_mib(memory.activation_bytes_per_row * p.micro_rows()), "), over its budget of ",
+                 format_mib(memory.budget_bytes));
   }
   return p;
 }

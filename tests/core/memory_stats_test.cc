@@ -224,6 +224,10 @@ TEST(MemoryStats, FormatOneLine) {
             "activations 512 B (peak 1.5 KiB) · parameters 12.0 MiB (peak 12.0) · optimizer state 0 B (peak 3.0 GiB) · "
             "total 12.0 MiB (peak 3.0 GiB)");
   EXPECT_EQ(format_memory_usage(MemoryUsage{}), "total 0 B (peak 0)");
+  // One unit whatever the size, for reports that line figures up.
+  EXPECT_EQ(format_mib(0), "0.0 MiB");
+  EXPECT_EQ(format_mib(1536.0 * 1024), "1.5 MiB");
+  EXPECT_EQ(format_mib(3.0 * 1024 * 1024 * 1024), "3072.0 MiB");
   u = MemoryUsage{};
   u.current[size_t(MemoryKind::kGradients)] = u.total_current = 1536;
   u.peak[size_t(MemoryKind::kGradients)] = u.total_peak = 2048;

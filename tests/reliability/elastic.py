@@ -38,7 +38,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fault_matrix import leftover_ranks, read_safetensors  # noqa: E402  (one reader of each, shared)
+from fault_matrix import check_leftovers, read_safetensors  # noqa: E402  (one of each, shared)
 
 STEPS, SAVE_EVERY, BATCH = 16, 2, 8
 MODEL = ["--dp", "2", "--tp", "2", "--fsdp", "--layers", "2", "--dim", "64", "--heads", "4", "--vocab", "128",
@@ -213,14 +213,7 @@ def trial(args, rng, i, limits, work, cache):
         return res, lines
     gens = generations(lines)
     res["generations"] = gens
-    left = leftover_ranks(d)
-    if left:
-        res["problems"].append(f"processes left behind: {left}")
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+    check_leftovers(res, d)
     if rc != 0:
         res["problems"].append(f"the job did not end by itself with exit 0 (rc {rc})")
     # The sizes dtrun started (a generation stopped before it trained a step prints nothing of its own).
