@@ -409,6 +409,19 @@ DT_API dt_status_t dt_fsdp_group_wait_reduce(dt_fsdp_group_t g);
 DT_API dt_status_t dt_fsdp_group_sharded_grad(dt_fsdp_group_t g, int32_t i, dt_tensor_t* out);
 DT_API dt_status_t dt_fsdp_group_set_requires_gradient_sync(dt_fsdp_group_t g, int32_t on);
 
+/* The hand-offs a host framework's hooks make every step, batched per group and without tensor handles (the
+ * Python package's dtensor.torch makes them; Note [Hook hand-offs] in bindings/python/dtensor/torch/_param_group.py):
+ * - unsharded_data: after wait_unshard, the data address of every parameter's gathered value (out: n = the group's
+ *   size entries), so that views are rebuilt only when a gather moved them;
+ * - export: every parameter's gathered value (DT_FSDP_UNSHARDED_PARAMS, after wait_unshard) or reduced gradient
+ *   shard (DT_FSDP_SHARDED_GRADS, after wait_reduce; NULL where it got none) as a DLPack tensor the caller owns;
+ * - accumulate_grad_dlpack: parameter i's unsharded gradient as this rank's block (its gathered value's local
+ *   shape), taken over zero copy where contiguous (its deleter runs on every path). */
+typedef enum { DT_FSDP_UNSHARDED_PARAMS = 0, DT_FSDP_SHARDED_GRADS = 1 } dt_fsdp_export_t;
+DT_API dt_status_t dt_fsdp_group_unsharded_data(dt_fsdp_group_t g, void** out, int32_t n);
+DT_API dt_status_t dt_fsdp_group_export(dt_fsdp_group_t g, int32_t what, DLManagedTensorVersioned** out, int32_t n);
+DT_API dt_status_t dt_fsdp_group_accumulate_grad_dlpack(dt_fsdp_group_t g, int32_t i, DLManagedTensorVersioned* grad);
+
 typedef struct dt_fsdp_memory_t {
   size_t struct_size;
   int64_t sharded_bytes, unsharded_bytes, unsharded_grad_bytes, gather_buffer_bytes, reduce_buffer_bytes;

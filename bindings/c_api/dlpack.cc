@@ -1,4 +1,5 @@
 // Local shards in and out as DLPack tensors (DLManagedTensorVersioned), zero copy where the layout allows.
+#include "bindings/c_api/dlpack_block.h"
 #include "bindings/c_api/funnel.h"
 #include "core/error.h"
 
@@ -57,6 +58,56 @@ struct Owner {
 
 }  // namespace
 
+namespace dt::capi {
+
+DLManagedTensorVersioned* export_block(const Tensor& local, uint32_t flags) {
+  auto e = std::make_unique<Export>();
+  e->block = (flags & DT_DLPACK_COPY) ? local.clone() : local;
+  e->shape = e->block.shape();
+  e->strides = e->block.strides();
+  DLManagedTensorVersioned& m = e->managed;
+  m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+  m.flags = ((flags & DT_DLPACK_READ_ONLY) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
+            ((flags & DT_DLPACK_COPY) ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
+  DLTensor& d = m.dl_tensor;
+  d.data = e->block.numel() == 0 ? nullptr : e->block.data_ptr();
+  d.device = e->block.device().is_cpu() ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, int32_t(e->block.device().index)};
+  d.ndim = int32_t(e->shape.size());
+  d.dtype = dl_dtype(e->block.dtype());
+  d.shape = e->shape.data();
+  d.strides = e->strides.data();
+  d.byte_offset = 0;
+  m.manager_ctx = e.get();
+  m.deleter = [](DLManagedTensorVersioned* self) { delete static_cast<Export*>(self->manager_ctx); };
+  return &e.release()->managed;
+}
+
+Tensor import_block(DLManagedTensorVersioned* local, bool copy) {
+  Owner owner{local};  // the producer's deleter runs on every path unless the block takes the memory over
+  require(local, "local");
+  DT_CHECK_ARG(local->version.major == DLPACK_MAJOR_VERSION, "DLPack major version ", local->version.major,
+               " (dtensor reads ", DLPACK_MAJOR_VERSION, ".x)");
+  const DLTensor& d = local->dl_tensor;
+  require_array(d.shape, d.ndim, 64, "local.dl_tensor.shape");
+  const DType dtype = from_dl_dtype(d.dtype);
+  const Device device = from_dl_device(d.device);
+  const Shape shape(d.shape, d.shape + d.ndim);
+  Shape strides;
+  if (d.strides != nullptr) strides.assign(d.strides, d.strides + d.ndim);
+  void* data = d.data == nullptr ? nullptr : static_cast<char*>(d.data) + d.byte_offset;
+  DT_CHECK_ARG(data != nullptr || shape_numel(shape) == 0, "local.dl_tensor.data is NULL");
+  const Tensor view = Tensor::from_blob(data, shape, dtype, device, {}, strides);
+  if (copy || !view.is_contiguous() || (local->flags & DLPACK_FLAG_BITMASK_READ_ONLY))
+    return view.clone();  // the producer's memory is released when `owner` goes
+  DLManagedTensorVersioned* t = local;
+  owner.t = nullptr;  // the storage's deleter releases it now
+  return Tensor::from_blob(data, shape, dtype, device, [t](void*) {
+    if (t->deleter != nullptr) t->deleter(t);
+  });
+}
+
+}  // namespace dt::capi
+
 extern "C" {
 
 dt_status_t dt_tensor_to_dlpack(dt_tensor_t t, uint32_t flags, DLManagedTensorVersioned** out) {
@@ -64,26 +115,7 @@ dt_status_t dt_tensor_to_dlpack(dt_tensor_t t, uint32_t flags, DLManagedTensorVe
     auto o = get<TensorObject>(t, "tensor");
     require(out, "out");
     DT_CHECK_ARG((flags & ~uint32_t(DT_DLPACK_COPY | DT_DLPACK_READ_ONLY)) == 0, "unknown flags 0x", std::hex, flags);
-    auto e = std::make_unique<Export>();
-    const Tensor& local = o->tensor.to_local();
-    e->block = (flags & DT_DLPACK_COPY) ? local.clone() : local;
-    e->shape = e->block.shape();
-    e->strides = e->block.strides();
-    DLManagedTensorVersioned& m = e->managed;
-    m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
-    m.flags = ((flags & DT_DLPACK_READ_ONLY) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
-              ((flags & DT_DLPACK_COPY) ? DLPACK_FLAG_BITMASK_IS_COPIED : 0);
-    DLTensor& d = m.dl_tensor;
-    d.data = e->block.numel() == 0 ? nullptr : e->block.data_ptr();
-    d.device = e->block.device().is_cpu() ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, int32_t(e->block.device().index)};
-    d.ndim = int32_t(e->shape.size());
-    d.dtype = dl_dtype(e->block.dtype());
-    d.shape = e->shape.data();
-    d.strides = e->strides.data();
-    d.byte_offset = 0;
-    m.manager_ctx = e.get();
-    m.deleter = [](DLManagedTensorVersioned* self) { delete static_cast<Export*>(self->manager_ctx); };
-    *out = &e.release()->managed;
+    *out = export_block(o->tensor.to_local(), flags);
   });
 }
 
@@ -96,31 +128,9 @@ dt_status_t dt_tensor_from_dlpack(dt_mesh_t mesh, DLManagedTensorVersioned* loca
     require_owner(*m, "dt_tensor_from_dlpack");
     require(out, "out");
     DT_CHECK_ARG((flags & ~uint32_t(DT_DLPACK_COPY)) == 0, "unknown flags 0x", std::hex, flags);
-    DT_CHECK_ARG(local->version.major == DLPACK_MAJOR_VERSION, "DLPack major version ", local->version.major,
-                 " (dtensor reads ", DLPACK_MAJOR_VERSION, ".x)");
-    const DLTensor& d = local->dl_tensor;
-    require_array(d.shape, d.ndim, 64, "local.dl_tensor.shape");
-    const DType dtype = from_dl_dtype(d.dtype);
-    const Device device = from_dl_device(d.device);
-    const Shape shape(d.shape, d.shape + d.ndim);
-    Shape strides;
-    if (d.strides != nullptr) strides.assign(d.strides, d.strides + d.ndim);
-    void* data = d.data == nullptr ? nullptr : static_cast<char*>(d.data) + d.byte_offset;
-    DT_CHECK_ARG(data != nullptr || shape_numel(shape) == 0, "local.dl_tensor.data is NULL");
-    const Tensor view = Tensor::from_blob(data, shape, dtype, device, {}, strides);
-    const bool copy =
-        (flags & DT_DLPACK_COPY) || !view.is_contiguous() || (local->flags & DLPACK_FLAG_BITMASK_READ_ONLY);
     const dt_from_local_params_t q = from_local_params(params);
-    Tensor block;
-    if (copy) {
-      block = view.clone();  // the producer's memory is released when `owner` goes
-    } else {
-      DLManagedTensorVersioned* t = local;
-      owner.t = nullptr;  // the storage's deleter releases it now
-      block = Tensor::from_blob(data, shape, dtype, device, [t](void*) {
-        if (t->deleter != nullptr) t->deleter(t);
-      });
-    }
+    owner.t = nullptr;  // import_block runs the deleter from here on
+    const Tensor block = import_block(local, (flags & DT_DLPACK_COPY) != 0);
     *out = capi::tensor_from_local(m, block, placements, n, q);
   });
 }

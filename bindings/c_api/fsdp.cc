@@ -1,4 +1,5 @@
 // The FSDP engine (fsdp/param_group.h) through the C API, for frameworks that keep their own modules and autograd.
+#include "bindings/c_api/dlpack_block.h"
 #include "bindings/c_api/funnel.h"
 #include "core/error.h"
 
@@ -18,6 +19,12 @@ dt_tensor_t wrap(const DTensor& t, const std::shared_ptr<FsdpGroupObject>& g) {
 size_t index_of(const FsdpGroupObject& g, int32_t i) {
   DT_CHECK_ARG(i >= 0 && size_t(i) < g.group->size(), "parameter index ", i, " outside [0, ", g.group->size(), ")");
   return size_t(i);
+}
+
+// `out` holds one entry per parameter of the group.
+void require_size(const fsdp::ParamGroup& g, const void* out, int32_t n) {
+  require(out, "out");
+  DT_CHECK_ARG(n >= 0 && size_t(n) == g.size(), "n ", n, ": group '", g.name(), "' has ", g.size(), " parameters");
 }
 
 std::shared_ptr<FsdpGroupObject> group(dt_fsdp_group_t h, const char* fn) {
@@ -135,6 +142,58 @@ dt_status_t dt_fsdp_group_sharded_grad(dt_fsdp_group_t g, int32_t i, dt_tensor_t
 dt_status_t dt_fsdp_group_set_requires_gradient_sync(dt_fsdp_group_t g, int32_t on) {
   return call("dt_fsdp_group_set_requires_gradient_sync",
               [&] { get<FsdpGroupObject>(g, "group")->group->set_requires_gradient_sync(on != 0); });
+}
+
+dt_status_t dt_fsdp_group_unsharded_data(dt_fsdp_group_t g, void** out, int32_t n) {
+  return call("dt_fsdp_group_unsharded_data", [&] {
+    auto o = get<FsdpGroupObject>(g, "group");
+    const fsdp::ParamGroup& pg = *o->group;
+    require_size(pg, out, n);
+    DT_CHECK_ARG(pg.is_unsharded(), "group '", pg.name(),
+                 "' is not unsharded: call dt_fsdp_group_unshard and dt_fsdp_group_wait_unshard first");
+    for (size_t i = 0; i < pg.size(); ++i) {
+      const Tensor& local = pg.unsharded_param(i).to_local();
+      out[i] = local.numel() == 0 ? nullptr : local.data_ptr();
+    }
+  });
+}
+
+dt_status_t dt_fsdp_group_export(dt_fsdp_group_t g, int32_t what, DLManagedTensorVersioned** out, int32_t n) {
+  return call("dt_fsdp_group_export", [&] {
+    auto o = get<FsdpGroupObject>(g, "group");
+    const fsdp::ParamGroup& pg = *o->group;
+    require_size(pg, out, n);
+    DT_CHECK_ARG(what == DT_FSDP_UNSHARDED_PARAMS || what == DT_FSDP_SHARDED_GRADS, "what ", what,
+                 " (DT_FSDP_UNSHARDED_PARAMS or DT_FSDP_SHARDED_GRADS)");
+    DT_CHECK_ARG(what != DT_FSDP_UNSHARDED_PARAMS || pg.is_unsharded(), "group '", pg.name(),
+                 "' is not unsharded: call dt_fsdp_group_unshard and dt_fsdp_group_wait_unshard first");
+    std::vector<DLManagedTensorVersioned*> made(pg.size(), nullptr);
+    try {
+      for (size_t i = 0; i < pg.size(); ++i) {
+        const DTensor& t = what == DT_FSDP_UNSHARDED_PARAMS ? pg.unsharded_param(i) : pg.sharded_grad(i);
+        if (t.defined()) made[i] = export_block(t.to_local(), 0);
+      }
+    } catch (...) {
+      for (DLManagedTensorVersioned* m : made)
+        if (m != nullptr) m->deleter(m);
+      throw;
+    }
+    std::copy(made.begin(), made.end(), out);
+  });
+}
+
+dt_status_t dt_fsdp_group_accumulate_grad_dlpack(dt_fsdp_group_t g, int32_t i, DLManagedTensorVersioned* grad) {
+  // The block takes `grad` over first, so that its deleter runs on every path.
+  return call("dt_fsdp_group_accumulate_grad_dlpack", [&] {
+    const Tensor block = import_block(grad, false);
+    auto o = group(g, "dt_fsdp_group_accumulate_grad_dlpack");
+    const size_t k = index_of(*o, i);
+    const DTensor& u = o->group->unsharded_param(k);
+    DT_CHECK_ARG(block.shape() == u.to_local().shape(), "the gradient of ", o->group->param_name(k),
+                 " has local shape ", shape_str(block.shape()), ", its gathered value ",
+                 shape_str(u.to_local().shape()));
+    o->group->accumulate_grad(k, DTensor::from_local_unchecked(block, u.mesh(), u.spec(), u.shape()));
+  });
 }
 
 dt_status_t dt_fsdp_group_memory(dt_fsdp_group_t g, dt_fsdp_memory_t* out) {

@@ -459,6 +459,48 @@ int main(int argc, char** argv) {
       CHECK(dt_layout_block(wshape, 2, mesh_size, 1, &s0, me, ls, off));
       EXPECT(mem.sharded_bytes == ls[0] * 3 * 4); /* this rank's rows (torch.chunk: 5 over 4 is 2, 2, 1, 0) */
     }
+    /* The batched hand-offs of a framework's hooks: addresses, DLPack exports, a gradient taken over. */
+    {
+      void* ptrs[2] = {NULL, NULL};
+      DLManagedTensorVersioned* views[2] = {NULL, NULL};
+      int64_t gshape[2] = {5, 3}, bad_shape[2] = {3, 5}, ls[2], off[2], me[1];
+      float* gd = (float*)malloc(sizeof g);
+      const int deleted = g_dl_deleted;
+      dt_placement_t s0 = shard(0);
+      me[0] = rank;
+      CHECK(dt_layout_block(wshape, 2, mesh_size, 1, &s0, me, ls, off));
+      CHECK(dt_fsdp_group_unshard(group, 0));
+      CHECK(dt_fsdp_group_unsharded_data(group, ptrs, 1));
+      CHECK(dt_fsdp_group_export(group, DT_FSDP_UNSHARDED_PARAMS, views, 1));
+      EXPECT(ptrs[0] != NULL && views[0]->dl_tensor.data == ptrs[0] && views[0]->dl_tensor.ndim == 2);
+      EXPECT(memcmp(views[0]->dl_tensor.data, w, sizeof w) == 0);
+      views[0]->deleter(views[0]);
+      EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "has 1 parameters", dt_fsdp_group_unsharded_data(group, ptrs, 2));
+      EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "what 7", dt_fsdp_group_export(group, 7, views, 1));
+      /* A gradient of the wrong shape is refused by name, and its deleter still runs. */
+      EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "the gradient of w has local shape [3, 5]",
+                    dt_fsdp_group_accumulate_grad_dlpack(group, 0, dl_cpu_f32(malloc(sizeof g), bad_shape)));
+      EXPECT(g_dl_deleted == deleted + 1);
+      for (i = 0; i < 15; ++i) gd[i] = (float)((rank + 1) * i);
+      CHECK(dt_fsdp_group_accumulate_grad_dlpack(group, 0, dl_cpu_f32(gd, gshape)));
+      CHECK(dt_fsdp_group_reduce_grads(group));
+      CHECK(dt_fsdp_group_wait_reduce(group));
+      EXPECT(g_dl_deleted == deleted + 2); /* the reduction has read it: the engine released it */
+      CHECK(dt_fsdp_group_export(group, DT_FSDP_SHARDED_GRADS, views, 1));
+      if (ls[0] == 0) {
+        EXPECT(views[0] == NULL || views[0]->dl_tensor.shape[0] == 0);
+      } else {
+        const float* rg = (const float*)views[0]->dl_tensor.data;
+        const float mean_factor = (float)(size + 1) / 2.0f;
+        EXPECT(views[0]->dl_tensor.shape[0] == ls[0]);
+        for (i = 0; i < ls[0] * 3; ++i) EXPECT(fabsf(rg[i] - mean_factor * (float)(off[0] * 3 + i)) < 1e-5f);
+      }
+      if (views[0] != NULL) views[0]->deleter(views[0]);
+      CHECK(dt_fsdp_group_reshard(group, 0));
+      EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "not unsharded", dt_fsdp_group_unsharded_data(group, ptrs, 1));
+      EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "not unsharded",
+                    dt_fsdp_group_export(group, DT_FSDP_UNSHARDED_PARAMS, views, 1));
+    }
     CHECK(dt_fsdp_group_set_requires_gradient_sync(group, 1));
     EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "parameter index 3", dt_fsdp_group_sharded_param(group, 3, &shard_t));
     CHECK(dt_tensor_destroy(rgrad));

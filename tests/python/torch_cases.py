@@ -446,8 +446,27 @@ def case_collectives():
     dtt.all_to_all_single(a, big, group=g)
     tdist.all_to_all_single(b, big)
     assert torch.equal(a, b), (a, b)
-    dtt.barrier(g)
+    # Uneven splits (one of them empty): rank r sends (r + 2j) % 3 rows to rank j.
+    send = [(R + 2 * j) % 3 for j in range(W)]
+    recv = [(r + 2 * R) % 3 for r in range(W)]
+    src = torch.randn(sum(send), 3, generator=torch.Generator().manual_seed(10 + R))
+    a, b = torch.full((sum(recv), 3), -1.0), torch.full((sum(recv), 3), -1.0)
     from dtensor.torch import distributed as dist  # the torch.distributed names
+    dist.all_to_all_single(a, src, recv, send, group=g)
+    tdist.all_to_all_single(b, src, recv, send)
+    assert torch.equal(a, b), (a, b)
+    # Split sizes that disagree: an error on every rank (this one's names its sizes), not a hang.
+    wrong = list(recv)
+    if R == 0:
+        wrong[0] += 1
+    out = torch.empty(sum(wrong), 3)
+    msg = expect_error("all_to_all_single mismatch",
+                       lambda: dtt.all_to_all_single(out, src, group=g, output_split_sizes=wrong,
+                                                     input_split_sizes=send), "all_to_all_single")
+    assert ("but the ranks send it" in msg) == (R == 0), msg
+    expect_error("all_to_all_single bad sizes", lambda: dtt.all_to_all_single(out, src, group=g,
+                 input_split_sizes=[1] * (W + 1)), "input_split_sizes", "summing")
+    dtt.barrier(g)
     c = x.clone()
     dist.all_reduce(c, dist.ReduceOp.SUM, group=g)
     d = x.clone()
@@ -455,7 +474,7 @@ def case_collectives():
     assert torch.equal(c, d) and dist.get_world_size() == W and dist.get_rank() == R
     if R == 0:
         print("collectives: all_reduce, all_gather_into_tensor, reduce_scatter_tensor, broadcast, all_to_all_single "
-              "equal gloo's", flush=True)
+              "(even and uneven splits) equal gloo's", flush=True)
 
 
 def expect_error(what, fn, *words):

@@ -155,6 +155,7 @@ REDUCE_OPS = {"sum": 0, "avg": 1, "max": 2, "min": 3, "product": 4}
 DT_REPLICATE, DT_SHARD, DT_PARTIAL = 0, 1, 2
 DT_COPY, DT_ZERO_COPY = 0, 1
 DT_DLPACK_COPY, DT_DLPACK_READ_ONLY = 1, 2
+DT_FSDP_UNSHARDED_PARAMS, DT_FSDP_SHARDED_GRADS = 0, 1  # dt_fsdp_export_t
 PARAM_BOOL, PARAM_INT, PARAM_DOUBLE, PARAM_INTS, PARAM_STRING = 0, 1, 2, 3, 4
 
 # ---- the function table: name -> (argtypes); every function returns dt_status_t unless listed in _RESTYPES --------
@@ -222,6 +223,9 @@ _SIGNATURES = {
     "dt_fsdp_group_sharded_grad": [_h, c_int32, _p(_h)],
     "dt_fsdp_group_set_requires_gradient_sync": [_h, c_int32],
     "dt_fsdp_group_memory": [_h, _p(FsdpMemory)],
+    "dt_fsdp_group_unsharded_data": [_h, _p(c_void_p), c_int32],
+    "dt_fsdp_group_export": [_h, c_int32, _p(_p(DLManagedTensorVersioned)), c_int32],
+    "dt_fsdp_group_accumulate_grad_dlpack": [_h, c_int32, _p(DLManagedTensorVersioned)],
     "dt_fsdp_group_destroy": [_h],
     "dt_comm_debug_create": [_p(_h)],
     "dt_comm_debug_declare": [_h, c_char_p, c_int32],

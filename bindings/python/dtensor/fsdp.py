@@ -3,7 +3,10 @@ import ctypes
 
 from . import _lib
 from ._handle import Handle
-from .tensor import DTensor, _dtype_code
+from .tensor import DTensor, _dtype_code, owned_capsule, take_capsule
+
+_MANAGED = ctypes.POINTER(_lib.DLManagedTensorVersioned)
+_MANAGED_ARRAY = ctypes.POINTER(_MANAGED)
 
 
 class FsdpParamGroup(Handle):
@@ -68,6 +71,26 @@ class FsdpParamGroup(Handle):
 
     def wait_reduce(self):
         _lib.lib.dt_fsdp_group_wait_reduce(self._h)
+
+    # ---- the batched hand-offs of a host framework's hooks (one call per group, no tensor handles)
+    def unsharded_data(self):
+        """After wait_unshard: every parameter's gathered data address (an int; None when empty), as a list."""
+        out = (ctypes.c_void_p * max(self.num_params, 1))()
+        _lib.lib.dt_fsdp_group_unsharded_data(self._h, out, self.num_params)
+        return out[:self.num_params]
+
+    def export(self, what):
+        """Every parameter's gathered value ("unsharded_params", after wait_unshard) or reduced gradient shard
+        ("sharded_grads", after wait_reduce; None where it got none), as DLPack capsules (torch.from_dlpack takes
+        them; zero copy)."""
+        code = {"unsharded_params": _lib.DT_FSDP_UNSHARDED_PARAMS, "sharded_grads": _lib.DT_FSDP_SHARDED_GRADS}[what]
+        out = (ctypes.c_void_p * max(self.num_params, 1))()
+        _lib.lib.dt_fsdp_group_export(self._h, code, ctypes.cast(out, _MANAGED_ARRAY), self.num_params)
+        return [None if ptr is None else owned_capsule(ptr) for ptr in out[:self.num_params]]
+
+    def accumulate_grad_dlpack(self, i, capsule):
+        """Parameter i's unsharded gradient as an unused DLPack capsule of this rank's block (taken over)."""
+        _lib.lib.dt_fsdp_group_accumulate_grad_dlpack(self._h, i, ctypes.cast(take_capsule(capsule), _MANAGED))
 
     def set_requires_gradient_sync(self, on):
         _lib.lib.dt_fsdp_group_set_requires_gradient_sync(self._h, 1 if on else 0)

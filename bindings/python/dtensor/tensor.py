@@ -128,7 +128,13 @@ def _capsule_destructor(capsule):
 _DESTRUCTOR = _CAPSULE_DESTRUCTOR(_capsule_destructor)
 
 
-def _versioned_ptr_from_capsule(capsule):
+def owned_capsule(ptr):
+    """A "dltensor_versioned" capsule over a DLManagedTensorVersioned* the caller owned: its consumer (torch.from_dlpack)
+    takes it, or the capsule's destructor releases it."""
+    return _api.PyCapsule_New(ptr, _VERSIONED, _DESTRUCTOR)
+
+
+def take_capsule(capsule):
     """The DLManagedTensorVersioned* of a producer's capsule, now owned by the caller (the capsule is marked used).
     A pre-1.0 capsule ("dltensor") is wrapped into a versioned tensor whose deleter calls the old one."""
     raw = id(capsule)  # capsule stays referenced by the caller for the whole call
@@ -361,7 +367,7 @@ class DTensor(_TensorBase):
                 m.contents.deleter(m)
                 raise
         if max_version is not None and max_version[0] >= 1:
-            return _api.PyCapsule_New(ptr, _VERSIONED, _DESTRUCTOR)
+            return owned_capsule(ptr)
         return _legacy_capsule(m)
 
     def __dlpack_device__(self):
@@ -444,21 +450,25 @@ def distribute_tensor(tensor, mesh, placements, src_rank=None, *, shape=None, dt
     return DTensor(h.value)
 
 
+def producer_capsule(obj):
+    """A DLPack producer's capsule of its tensor (1.x when it makes one), by the protocol: a CUDA producer orders its
+    work before this thread's current stream, where dtensor works."""
+    kwargs = {}
+    device = getattr(obj, "__dlpack_device__", lambda: (1, 0))()
+    if device[0] == _KDL_CUDA:
+        kwargs["stream"] = current_stream(f"cuda:{device[1]}") or 1
+    try:
+        return obj.__dlpack__(max_version=(1, 0), **kwargs)
+    except TypeError:
+        return obj.__dlpack__(**kwargs)
+
+
 def from_dlpack(obj, mesh, placements, shape=None, copy=False, run_check=False):
     """A DTensor whose local block is a DLPack producer's tensor (a torch tensor, a NumPy array), zero copy unless
     copy=True or the tensor is not contiguous or read-only. A torch tensor that requires grad is detached."""
     if hasattr(obj, "detach") and getattr(obj, "requires_grad", False):
         obj = obj.detach()
-    kwargs = {}
-    device = getattr(obj, "__dlpack_device__", lambda: (1, 0))()
-    if device[0] == _KDL_CUDA:
-        # The DLPack protocol: the producer orders its work before this thread's current stream, where dtensor works.
-        kwargs["stream"] = current_stream(f"cuda:{device[1]}") or 1
-    try:
-        capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)
-    except TypeError:
-        capsule = obj.__dlpack__(**kwargs)
-    ptr = _versioned_ptr_from_capsule(capsule)
+    ptr = take_capsule(producer_capsule(obj))
     spec, n = _spec(placements)
     params = _from_local_params(shape, run_check)
     h = ctypes.c_void_p()

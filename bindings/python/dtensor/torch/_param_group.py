@@ -8,6 +8,13 @@ Each managed parameter has two torch faces, both nn.Parameters that keep their i
              engine)
 The module's parameter slots (every place the parameter is registered: shared parameters have several) hold the
 unsharded face while gathered and the sharded one otherwise, as FSDP2's do.
+
+Note [Hook hand-offs]
+The hooks run per block per step, so each crosses into the engine once per group and makes no tensor handles: the
+gathered values' addresses come in one call (dt_fsdp_group_unsharded_data) and views are rebuilt only when a gather
+moved them (one DLPack export of the group); each gradient goes to the engine as a DLPack capsule of its block
+(taken over, zero copy); the reduced gradient shards come out as one export. dtensor's handles (DTensor) appear
+only when the group is made and in state dicts.
 """
 import torch
 import torch.nn as nn
@@ -18,11 +25,20 @@ from .mixed_precision import dtype_name
 
 
 _in_flight = [None]  # the group whose reduce-scatter was started last and not waited for
+_to_dlpack_versioned = getattr(torch._C, "_to_dlpack_versioned", None)  # a CPU tensor's capsule, without the protocol
+
+
+def _grad_capsule(t):
+    """An unused DLPack capsule of a gradient's block (contiguous)."""
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if _to_dlpack_versioned is not None and t.device.type == "cpu":
+        return _to_dlpack_versioned(t)
+    return dtensor.tensor.producer_capsule(t)  # the protocol: CUDA work ordered before dtensor's stream
 
 
 class _Managed:
-    __slots__ = ("name", "slots", "sharded", "unsharded", "full_dt", "grad_mesh", "grad_placements", "shape",
-                 "view_ptr", "requires_grad", "version")
+    __slots__ = ("name", "slots", "sharded", "unsharded", "shape", "requires_grad")
 
 
 class TorchParamGroup:
@@ -42,11 +58,10 @@ class TorchParamGroup:
                 if getattr(tp_mesh, "_root", tp_mesh) is not getattr(mesh, "_root", mesh):
                     raise ValueError(f"fully_shard({label}): parameter {name} is tensor-parallel on a mesh that is "
                                      f"not a sub-mesh of the FSDP mesh's: take both from one init_device_mesh")
-                m.grad_mesh, m.grad_placements, m.shape = tp_mesh, placements, tuple(shape)
+                m.shape = tuple(shape)
                 full.append(_convert.to_dt(p.detach(), tp_mesh, placements, shape))
             else:
-                m.grad_mesh, m.grad_placements = mesh, [dtensor.Replicate()] * mesh.ndim
-                full.append(_convert.to_dt(p.detach(), mesh, m.grad_placements))
+                full.append(_convert.to_dt(p.detach(), mesh, [dtensor.Replicate()] * mesh.ndim))
             self.params.append(m)
         opts = {}
         if mp_policy.param_dtype is not None:
@@ -66,12 +81,10 @@ class TorchParamGroup:
             shard = self.group.sharded_param(i)
             m.sharded = nn.Parameter(torch.from_dlpack(shard), requires_grad=m.requires_grad)
             shard.close()
-            m.full_dt = None  # the gathered value's handle, taken at the first gather (its storage is stable)
             dtype = gathered_dtype if gathered_dtype is not None and torch.is_floating_point(m.sharded) else \
                 m.sharded.dtype
             m.unsharded = nn.Parameter(torch.empty(0, dtype=dtype, device=m.sharded.device),
                                        requires_grad=m.requires_grad)
-            m.view_ptr = None
             if m.requires_grad:
                 m.unsharded.register_post_accumulate_grad_hook(lambda p, i=i: self._grad_ready(i, p))
             reduce_over = getattr(named_params[i][1], "_dt_grad_all_reduce", None)  # SequenceParallel's replicas
@@ -87,6 +100,8 @@ class TorchParamGroup:
         self.reshard_after_backward = True
         self.requires_gradient_sync = True
         self.received = 0
+        self.view_ptrs = [False] * len(self.params)  # the addresses the unsharded faces view (False: none yet)
+        self.versions = None  # the shards' versions at the last gather
 
     # ---- gathering
     def unshard(self, async_op=True):
@@ -100,27 +115,30 @@ class TorchParamGroup:
         """Finishes the gather and points every unsharded face (and the modules' slots) at the gathered memory."""
         if self.gathered:
             return
+        group = self.group
         if not self.unshard_issued:
-            self.group.unshard(False)
-        self.group.wait_unshard()
+            group.unshard(False)
+        group.wait_unshard()
         self.unshard_issued = False
-        for i, m in enumerate(self.params):
-            if m.full_dt is None:
-                m.full_dt = self.group.unsharded_param(i)
-            ptr = m.full_dt.local_data_ptr
-            if ptr != m.view_ptr or m.unsharded.data.numel() == 0:
-                m.unsharded.data = torch.from_dlpack(m.full_dt)
-                m.view_ptr = ptr
-            m.version = m.sharded._version
-            self.registry.add(m.unsharded)
+        ptrs = group.unsharded_data()
+        params = self.params
+        if ptrs != self.view_ptrs:  # a gather moved some: new views of the group (Note [Hook hand-offs])
+            for m, capsule in zip(params, group.export("unsharded_params")):
+                m.unsharded.data = torch.from_dlpack(capsule)
+            self.view_ptrs = ptrs
+        by_address = self.registry.by_address
+        for m, ptr in zip(params, ptrs):
+            if ptr is not None:
+                by_address[ptr] = m.unsharded
             for module, attr in m.slots:
                 module._parameters[attr] = m.unsharded
+        self.versions = [m.sharded._version for m in params]
         self.gathered = True
 
     def _stale(self):
         """Whether a shard changed (an optimizer step) since the gather: kept gathered parameters (no reshard after
         backward) are then gathered again. Every rank steps alike, so every rank decides alike."""
-        return any(m.sharded._version != m.version for m in self.params)
+        return any(m.sharded._version != v for m, v in zip(self.params, self.versions))
 
     def reshard(self, post_forward=False):
         if not self.gathered:
@@ -129,8 +147,9 @@ class TorchParamGroup:
                 self.unshard_issued = False
             else:
                 return
-        for m in self.params:
-            self.registry.remove(m.unsharded)
+        by_address = self.registry.by_address
+        for m, ptr in zip(self.params, self.view_ptrs):
+            by_address.pop(ptr, None)
             for module, attr in m.slots:
                 module._parameters[attr] = m.sharded
         self.group.reshard(post_forward=post_forward)
@@ -143,16 +162,11 @@ class TorchParamGroup:
 
     # ---- gradients
     def _grad_ready(self, i, p):
-        m = self.params[i]
         g = p.grad
         p.grad = None
         if g is None:
             return
-        d = _convert.to_dt(g, m.grad_mesh, m.grad_placements, m.shape)
-        try:
-            self.group.accumulate_grad(i, d)
-        finally:
-            d.close()
+        self.group.accumulate_grad_dlpack(i, _grad_capsule(g))
         self.received += 1
         self.pending -= 1
         if self.pending == 0:
@@ -182,12 +196,10 @@ class TorchParamGroup:
             return
         self.group.wait_reduce()
         self.reduce_issued = False
-        for i, m in enumerate(self.params):
-            g = self.group.sharded_grad(i)
-            if g is None:
+        for m, capsule in zip(self.params, self.group.export("sharded_grads")):
+            if capsule is None:
                 continue
-            grad = torch.from_dlpack(g)  # a view of the reduce-scatter output; it keeps the block alive
-            g.close()
+            grad = torch.from_dlpack(capsule)  # a view of the reduce-scatter output; it keeps the block alive
             if grad.dtype != m.sharded.dtype:
                 grad = grad.to(m.sharded.dtype)
             if m.sharded.grad is None:
@@ -209,7 +221,4 @@ class TorchParamGroup:
         self.group.set_requires_gradient_sync(on)
 
     def close(self):
-        for m in self.params:
-            if m.full_dt is not None:
-                m.full_dt.close()
         self.group.close()

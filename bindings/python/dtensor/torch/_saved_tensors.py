@@ -13,17 +13,12 @@ import torch
 
 
 class GatheredRegistry:
-    """Data addresses of the gathered parameters of the groups gathered now -> the unsharded torch parameter."""
+    """Data addresses of the gathered parameters of the groups gathered now -> the unsharded torch parameter (a
+    group's wait() adds its parameters, its reshard() removes them)."""
 
     def __init__(self):
         self.by_address = {}
         self._hooks = None
-
-    def add(self, param):
-        self.by_address[param.data.untyped_storage().data_ptr()] = param
-
-    def remove(self, param):
-        self.by_address.pop(param.data.untyped_storage().data_ptr(), None)
 
     def _pack(self, t):
         p = self.by_address.get(t.untyped_storage().data_ptr()) if t.device.type != "meta" else None

@@ -5,7 +5,7 @@ redistributions: a block and two placements on a 1-d mesh are exactly a collecti
     all_gather_into_tensor(out, t, group) Shard(0)    -> Replicate
     reduce_scatter_tensor(out, t, group)  Partial(op) -> Shard(0)
     broadcast(t, src, group)              the others' blocks zero, Partial(sum) -> Replicate
-    all_to_all_single(out, t, group)      (k, k, c): Shard(0) -> Shard(1)
+    all_to_all_single(out, t, group)      (k, k, c): Shard(0) -> Shard(1) (uneven splits: padded)
     barrier(group)
 
 group: a 1-d dtensor.torch mesh (mesh["dp"], mesh.get_group("dp")) or a mesh and a dim (mesh=, mesh_dim=); None:
@@ -104,23 +104,71 @@ def broadcast(tensor, src=0, group=None, *, mesh_dim=None):
     return tensor
 
 
-def all_to_all_single(output, input, group=None, *, mesh_dim=None):
-    """Rank r's input rows [j*c, (j+1)*c) go to rank j, which stores them at rows [r*c, (r+1)*c) of its output
-    (even splits)."""
-    mesh = resolve_group(group, "all_to_all_single", mesh_dim, input)
-    _convert.check_device(input, mesh, "all_to_all_single")
+def all_to_all_single(output, input, group=None, *, output_split_sizes=None, input_split_sizes=None, mesh_dim=None):
+    """Rank r's input rows for rank j (the j-th of input_split_sizes; None: dim 0 in k equal parts) go to rank j, which
+    stores them at its output rows for rank r (the r-th of output_split_sizes; None: equal parts). Uneven splits are
+    padded to the largest one anywhere: one all-to-all of the counts (checked against output_split_sizes on every
+    rank: a mismatch is an error on all of them, not a hang), then one of the padded rows."""
+    what = "all_to_all_single"
+    mesh = resolve_group(group, what, mesh_dim, input)
+    _convert.check_device(input, mesh, what)
     k = mesh.size()
-    if input.dim() == 0 or input.shape[0] % k or tuple(output.shape) != tuple(input.shape):
-        raise ValueError(f"all_to_all_single: input {tuple(input.shape)} and output {tuple(output.shape)} must have "
-                         f"the same shape with dim 0 a multiple of the group size {k}")
-    c = input.shape[0] // k
+    if input.dim() == 0 or output.dim() == 0 or tuple(input.shape[1:]) != tuple(output.shape[1:]):
+        raise ValueError(f"{what}: input {tuple(input.shape)} and output {tuple(output.shape)} must have a dim 0 "
+                         f"and the same other dims")
+    send = _splits(input_split_sizes, input.shape[0], k, "input", what)
+    recv = _splits(output_split_sizes, output.shape[0], k, "output", what)
     rest = tuple(input.shape[1:])
-    # The global (k, k, c, ...) whose row r is rank r's input: Shard(0) -> Shard(1) hands rank j column j.
-    block = input.contiguous().reshape(1, k, c, *rest)
-    out = _convert.redistribute(block, mesh, [dtensor.Shard(0)], [dtensor.Shard(1)], shape=(k, k, c, *rest))
+    if input_split_sizes is None and output_split_sizes is None:
+        c = send[0]
+        # The global (k, k, c, ...) whose row r is rank r's input: Shard(0) -> Shard(1) hands rank j column j.
+        out = _even_all_to_all(input.contiguous().reshape(1, k, c, *rest), mesh, k, c, rest)
+        with torch.no_grad():
+            output.copy_(out.reshape(output.shape))
+        return output
+    counts = torch.tensor(send, dtype=torch.int64).reshape(1, k, 1)
+    got = _even_all_to_all(counts, mesh, k, 1, ()).reshape(k).tolist()  # got[r]: what rank r sends here
+    bad = got != recv
+    flags = torch.tensor([max(send), 1 if bad else 0], dtype=torch.int64)
+    all_reduce(flags, "max", mesh)
+    if bad:
+        raise ValueError(f"{what}: output_split_sizes {recv} on this rank, but the ranks send it {got}")
+    if flags[1].item():
+        raise ValueError(f"{what}: the split sizes disagree on another rank (its output_split_sizes are not what "
+                         f"the others send it)")
+    c = int(flags[0].item())
+    padded = input.new_zeros((k, c, *rest))
+    offset = 0
+    for j, n in enumerate(send):
+        padded[j, :n] = input[offset:offset + n]
+        offset += n
+    out = _even_all_to_all(padded.reshape(1, k, c, *rest), mesh, k, c, rest).reshape(k, c, *rest)
     with torch.no_grad():
-        output.copy_(out.reshape(output.shape))
+        offset = 0
+        for r, n in enumerate(recv):
+            output[offset:offset + n] = out[r, :n]
+            offset += n
     return output
+
+
+def _splits(sizes, rows, k, which, what):
+    """A side's rows per rank: the given sizes (k of them, summing to its dim 0) or k equal parts."""
+    if sizes is None:
+        if rows % k:
+            raise ValueError(f"{what}: the {which}'s dim 0 ({rows}) is not a multiple of the group size {k}; pass "
+                             f"{which}_split_sizes")
+        return [rows // k] * k
+    sizes = [int(n) for n in sizes]
+    if len(sizes) != k or any(n < 0 for n in sizes) or sum(sizes) != rows:
+        raise ValueError(f"{what}: {which}_split_sizes {sizes} must be {k} sizes >= 0 summing to the {which}'s "
+                         f"dim 0 ({rows})")
+    return sizes
+
+
+def _even_all_to_all(block, mesh, k, c, rest):
+    """block (1, k, c, ...): this rank's rows for each rank; returns (k, c, ...) sliced (1, k, c, ...): what each
+    rank sent here."""
+    return _convert.redistribute(block, mesh, [dtensor.Shard(0)], [dtensor.Shard(1)], shape=(k, k, c, *rest))
 
 
 def barrier(group=None, *, mesh_dim=None):

@@ -83,9 +83,8 @@ def broadcast(tensor, src=0, group=None, async_op=False):
 
 
 def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False):
-    if output_split_sizes is not None or input_split_sizes is not None:
-        raise NotImplementedError("all_to_all_single: uneven splits are not supported (even splits of dim 0)")
-    collectives.all_to_all_single(output, input, group)
+    collectives.all_to_all_single(output, input, group, output_split_sizes=output_split_sizes,
+                                  input_split_sizes=input_split_sizes)
     return _Done() if async_op else None
 
 
