@@ -49,14 +49,18 @@ size_t max_cached_bytes() {
 // memory comes in transparent huge pages (madvise; this host's THP mode is "madvise", as on most distributions):
 // - blocks of 2 MiB and more start on a 2 MiB boundary and their whole 2 MiB pages are marked, so a block never
 //   holds more memory than it asked for (the alignment costs address space only);
-// - smaller blocks are cut from 2 MiB slabs, one size class per slab; the rest of a new slab goes to the cache.
-//   Slab blocks stay in the pool (empty_cache() and the cache limit keep them): at most one 2 MiB slab per size
-//   class beyond what the program holds at its peak.
+// - blocks from 64 KiB to 2 MiB are cut from 2 MiB slabs, one size class per slab; the rest of a new slab goes to
+//   the cache. Slab blocks stay in the pool (empty_cache() and the cache limit keep them): at most one 2 MiB slab per
+//   size class beyond what the program holds at its peak;
+// - smaller blocks are plain aligned_alloc blocks: a slab would keep a whole huge page resident for each of their
+//   seven size classes (up to 14 MiB for a few blocks: the small GPT of bench/torch_front peaked 6 MiB higher)
+//   and their copies gain nothing from it.
 // Every collective between processes gains from it, from 64 KiB up (./dev bench prints the "pool" rows, buffers
 // marked this way, beside the malloc'ed ones). DT_HUGE_PAGES=0 turns it off (plain aligned_alloc per block). The
 // cost: the first touch of fresh huge pages can be several times slower than of 4 KiB pages; the pool keeps its
 // blocks, so a loop pays it once.
 constexpr size_t kHugePage = size_t(2) << 20;
+constexpr size_t kMinSlabBlock = size_t(64) << 10;  // smaller blocks: aligned_alloc
 
 bool huge_pages_enabled() {
   static const bool on = config::get_bool(config::Var::kHugePages);
@@ -100,26 +104,38 @@ class CachingAllocator : public Allocator {
   // blocks it caches (waiting for the streams of pending ones, as empty_cache() does) instead of leaking them.
   ~CachingAllocator() override { empty_cache(); }
 
-  void* allocate(size_t nbytes) override {
+  void* allocate(size_t nbytes) override { return allocate(nbytes, nullptr); }
+
+  void* allocate(size_t nbytes, const void* hint) override {
     if (nbytes == 0) return nullptr;
     size_t sz = round_size(nbytes);
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!pending_.empty()) collect_pending_locked(false);
-      // The block of this size freed last: the one most likely still in cache. Handing out the oldest rotates
-      // through every cached block of the size: with 8 cached 1 MiB blocks, allocate + 1 MiB memcpy + free took
-      // 57 us that way, 38 us this way.
+      // The hinted block when it is among the last few cached of its size; else the block of this size freed last:
+      // the one most likely still in cache. Handing out the oldest rotates through every cached block of the size:
+      // with 8 cached 1 MiB blocks, allocate + 1 MiB memcpy + free took 57 us that way, 38 us this way.
       auto it = free_.find(sz);
       if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
+        std::vector<void*>& list = it->second;
+        if (hint != nullptr) {
+          constexpr size_t kHintScan = 16;  // bounded: a long list is not searched
+          for (size_t k = list.size(); k > 0 && list.size() - k < kHintScan; --k) {
+            if (list[k - 1] == hint) {
+              std::swap(list[k - 1], list.back());
+              break;
+            }
+          }
+        }
+        void* p = list.back();
+        list.pop_back();
         cached_ -= sz;
         note_alloc(sz);
         track_locked(p, sz);
         return p;
       }
     }
-    if (device_.is_cpu() && sz < kHugePage && huge_pages_enabled() && !events_) {
+    if (device_.is_cpu() && sz >= kMinSlabBlock && sz < kHugePage && huge_pages_enabled() && !events_) {
       if (void* p = carve_slab(sz)) return p;
     }
     void* p = raw_alloc(sz);

@@ -14,6 +14,13 @@ class Allocator {
   virtual ~Allocator() = default;
   // Returns memory for at least `nbytes` bytes (64-byte aligned; nullptr for 0 bytes). Throws on failure.
   virtual void* allocate(size_t nbytes) = 0;
+  // The same, preferring the cached block at `hint` (a block this pool handed out before and got back) when it is
+  // free: a storage that is released and re-filled every step (an FSDP parameter) then keeps its address, and views
+  // made over it stay valid (Note [Hook hand-offs] in bindings/python/dtensor/torch/_param_group.py).
+  virtual void* allocate(size_t nbytes, const void* hint) {
+    (void)hint;
+    return allocate(nbytes);
+  }
   // Returns memory from allocate(nbytes) to the pool.
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
   // Frees every cached block back to the system (except host blocks cut from huge-page slabs, which stay: Note

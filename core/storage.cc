@@ -7,6 +7,7 @@ namespace dt {
 
 Storage::Storage(Key, void* data, size_t nbytes, Device device, bool owned, Deleter deleter)
     : data_(data),
+      last_data_(data),
       nbytes_(nbytes),
       device_(device),
       owned_(owned),
@@ -49,7 +50,8 @@ void Storage::resize(size_t nbytes) {
   if (!released_ && nbytes == nbytes_) return;
   free_memory();
   released_ = true;  // counted out; if the allocation below throws, the storage stays released
-  data_ = allocator_for(device_).allocate(nbytes);
+  data_ = allocator_for(device_).allocate(nbytes, last_data_);  // the same address again when it is free
+  last_data_ = data_;
   nbytes_ = nbytes;
   released_ = false;
   count_memory(device_, kind_, int64_t(nbytes_));

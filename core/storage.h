@@ -56,6 +56,7 @@ class Storage {
   void free_memory();
 
   void* data_;
+  void* last_data_ = nullptr;  // the memory resize() got last (a hint for the next one)
   size_t nbytes_;
   Device device_;
   bool owned_;

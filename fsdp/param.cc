@@ -25,9 +25,10 @@ Param::Param(const DTensor& value, const ParamLayout& layout, const Device& devi
     MemoryKindScope kind(MemoryKind::kParameters);
     shard_ = make_shard(value, layout, cpu_offload);
   }
-  // The stable storage of the gathered value: allocated now, released until the first unshard.
+  // The stable storage of the gathered value: empty and released until the first unshard sizes it (allocating it
+  // here would only park a block of every parameter's unsharded size in the pool's cache).
   MemoryKindScope kind(MemoryKind::kUnshardedParameters);
-  storage_ = Storage::create(size_t(layout.unsharded_numel()) * dtype_size(layout.param_dtype), device);
+  storage_ = Storage::create(0, device);
   storage_->release();
   unsharded_ = unsharded_value(storage_, layout);
 }

@@ -81,8 +81,8 @@ std::string vm_flags_of(const void* p) {
 }
 
 TEST(Allocator, HostBlocksLieOnHugePages) {
-  // Note [Huge pages for host blocks]: small blocks are cut from 2 MiB slabs, large ones start on a 2 MiB boundary;
-  // both are advised for huge pages ("hg" in the mapping's VmFlags).
+  // Note [Huge pages for host blocks]: blocks from 64 KiB are cut from 2 MiB slabs, large ones start on a 2 MiB
+  // boundary; both are advised for huge pages ("hg" in the mapping's VmFlags).
   if (!config::get_bool(config::Var::kHugePages)) GTEST_SKIP() << "DT_HUGE_PAGES=0";
   if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) GTEST_SKIP() << "kernel without THP";
   Allocator& a = allocator_for(Device::cpu());
@@ -108,6 +108,28 @@ TEST(Allocator, HostBlocksLieOnHugePages) {
   a.deallocate(r, small);
   a.deallocate(p, small);
   a.deallocate(big, large);
+}
+
+TEST(Allocator, AReleasedStorageGetsItsAddressBack) {
+  // An FSDP parameter's storage is released and re-filled every step while another of its size is too: it prefers
+  // its own last block (views made over it stay valid), where the pool alone would hand out the block freed last.
+  auto a = Storage::create(3000, Device::cpu());
+  auto b = Storage::create(3000, Device::cpu());
+  void* const pa = a->data();
+  void* const pb = b->data();
+  a->release();
+  b->release();  // freed last: what a plain allocation of the size gets
+  a->resize(3000);
+  EXPECT_EQ(a->data(), pa);
+  b->resize(3000);
+  EXPECT_EQ(b->data(), pb);
+  Allocator& pool = allocator_for(Device::cpu());
+  b->release();
+  void* other = pool.allocate(3000, nullptr);  // no hint: the last freed block, which b no longer finds
+  EXPECT_EQ(other, pb);
+  b->resize(3000);
+  EXPECT_NE(b->data(), pb);
+  pool.deallocate(other, 3000);
 }
 
 TEST(Device, ParsingAndAvailability) {
