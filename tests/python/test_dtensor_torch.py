@@ -86,7 +86,8 @@ def launch(nproc, cases, extra_env=None):
     return check(cmd, environment(extra_env), cases, nproc)
 
 
-TWO = ["gpt", "llama", "bf16", "accumulate", "reshard_options", "edge", "prefetch", "clip", "collectives", "errors"]
+TWO = ["gpt", "llama", "bf16", "accumulate", "reshard_options", "edge", "prefetch", "clip", "collectives", "errors",
+       "meta_init"]
 
 
 def test_fsdp_2_processes():
@@ -95,7 +96,7 @@ def test_fsdp_2_processes():
 
 def test_fsdp_tp_2x2():
     full = ["gpt", "llama", "hsdp"] if FULL else []
-    launch(4, ["gpt_tp", "gpt_tp_root", "llama_tp", "sequence_parallel", "clip"] + full)
+    launch(4, ["gpt_tp", "gpt_tp_root", "llama_tp", "sequence_parallel", "clip", "meta_init"] + full)
 
 
 @pytest.mark.skipif(not FULL, reason="--full: the 2-process cases on 4 processes")

@@ -420,6 +420,56 @@ def case_edge():
                   loss_fn=lambda m, x, y: F.mse_loss(m(x), y))
 
 
+def case_meta_init():
+    """torchtitan's order (Note [Meta-device parameters]): the model built on the meta device, fully_shard, to_empty,
+    then initialized. Loading the reference's full weights (as from a checkpoint) trains as PyTorch FSDP2 does; each
+    rank filling its own rows makes those rows of the whole parameters (HSDP on 4: replica 0's rows everywhere)."""
+    ref_full = {k: v.clone() for k, v in gpt().state_dict().items()}
+    hsdp = W == 4
+
+    def meta_gpt():
+        with torch.device("meta"):
+            return Gpt()
+
+    sides = []
+
+    def make():
+        sides.append(len(sides))
+        return gpt() if len(sides) == 1 else meta_gpt()  # the reference first, then dtensor.torch's
+
+    def configure(model):
+        if len(sides) == 2:
+            model.to_empty(device="cpu")
+            dtt.load_full_state_dict(model, ref_full)
+    against_torch("meta_init_hsdp" if hsdp else "meta_init", make, steps=4, configure=configure, hsdp=hsdp)
+    model = meta_gpt()
+    mesh = dtt.init_device_mesh("cpu", (2, W // 2) if hsdp else (W,),
+                                mesh_dim_names=("replicate", "shard") if hsdp else ("dp",))
+    for blk in model.blocks:
+        dtt.fully_shard(blk, mesh=mesh)
+    dtt.fully_shard(model, mesh=mesh)
+    expect_error("forward before to_empty", lambda: model(torch.zeros(2, 4, dtype=torch.long)), "meta device",
+                 "to_empty")
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(R + 1)
+    half = nn.Linear(4, 4)
+    half.bias = nn.Parameter(torch.empty(4, device="meta"))
+    expect_error("a module half on the meta device", lambda: dtt.fully_shard(half, mesh=mesh), "Linear", "meta")
+    k = W // 2 if hsdp else W
+    for name, t in dtt.full_state_dict(model).items():
+        if name not in dict(model.named_parameters()) or t.dim() == 0:
+            continue
+        c = -(-t.shape[0] // k)
+        for s_ in range(k):  # shard s's rows hold the fill of rank s (replica 0's under HSDP)
+            rows = t[s_ * c:(s_ + 1) * c]
+            assert rows.numel() == 0 or torch.all(rows == s_ + 1), (name, s_, rows)
+    if R == 0:
+        print(f"meta_init: meta model + to_empty trains as FSDP2{' (HSDP)' if hsdp else ''}; each rank's rows "
+              f"assemble the parameters", flush=True)
+
+
 def case_collectives():
     mesh = dtt.init_device_mesh("cpu", (W,), mesh_dim_names=("dp",))
     g = mesh.get_group("dp")
@@ -502,11 +552,12 @@ def case_errors():
     dtt.fully_shard(m2, mesh=mesh)
     lm_loss(m2, *token_batches(1)[0]).backward()
     expect_error("an optimizer built before fully_shard", opt.step, "AdamW", "tok.weight of Gpt", "after fully_shard")
-    # A tensor of another device kind than the mesh's (a CUDA tensor on a CPU mesh; "meta" stands for it without a
-    # GPU: the check is the same).
+    # A tensor of another device kind than the mesh's (a CUDA tensor on a CPU mesh; for collectives "meta" stands for
+    # it without a GPU: the check is the same; fully_shard takes meta modules: case_meta_init).
     kind = "cuda" if torch.cuda.is_available() else "meta"
-    lin = nn.Linear(4, 4, device=kind)
-    expect_error(f"a {kind} module on a CPU mesh", lambda: dtt.fully_shard(lin, mesh=mesh), "Linear", kind, "cpu")
+    if kind == "cuda":
+        lin = nn.Linear(4, 4, device=kind)
+        expect_error(f"a {kind} module on a CPU mesh", lambda: dtt.fully_shard(lin, mesh=mesh), "Linear", kind, "cpu")
     expect_error(f"a {kind} tensor in a collective", lambda: dtt.all_reduce(torch.ones(2, device=kind), group=mesh),
                  "all_reduce", kind)
     expect_error("a 3-d mesh", lambda: dtt.fully_shard(nn.Linear(2, 2), mesh=dtt.init_device_mesh(

@@ -129,8 +129,8 @@ _DESTRUCTOR = _CAPSULE_DESTRUCTOR(_capsule_destructor)
 
 
 def owned_capsule(ptr):
-    """A "dltensor_versioned" capsule over a DLManagedTensorVersioned* the caller owned: its consumer (torch.from_dlpack)
-    takes it, or the capsule's destructor releases it."""
+    """A "dltensor_versioned" capsule over a DLManagedTensorVersioned* the caller owned: its consumer
+    (torch.from_dlpack) takes it, or the capsule's destructor releases it."""
     return _api.PyCapsule_New(ptr, _VERSIONED, _DESTRUCTOR)
 
 

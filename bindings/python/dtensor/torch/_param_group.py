@@ -12,9 +12,10 @@ unsharded face while gathered and the sharded one otherwise, as FSDP2's do.
 Note [Hook hand-offs]
 The hooks run per block per step, so each crosses into the engine once per group and makes no tensor handles: the
 gathered values' addresses come in one call (dt_fsdp_group_unsharded_data) and views are rebuilt only when a gather
-moved them (one DLPack export of the group); each gradient goes to the engine as a DLPack capsule of its block
-(taken over, zero copy); the reduced gradient shards come out as one export. dtensor's handles (DTensor) appear
-only when the group is made and in state dicts.
+moved them (one DLPack export of the group; rare: a released storage asks the pool for its last block,
+core/allocator.h, which took a tiny-block model from 5827 moves in 7000 gathers to 150); each gradient goes to the
+engine as a DLPack capsule of its block (taken over, zero copy); the reduced gradient shards come out as one export.
+dtensor's handles (DTensor) appear only when the group is made and in state dicts.
 """
 import torch
 import torch.nn as nn
@@ -41,6 +42,26 @@ class _Managed:
     __slots__ = ("name", "slots", "sharded", "unsharded", "shape", "requires_grad")
 
 
+_PENDING = []  # groups made over meta-device parameters, in creation order (Note [Meta-device parameters])
+
+# Note [Meta-device parameters]
+# A model built under torch.device("meta") is sharded before it has values (torchtitan's order: fully_shard, then
+# model.to_empty(device=...), then its own initialization). fully_shard then shows each module a meta parameter of
+# its shard's shape; to_empty replaces those by uninitialized ones on the device, and the program initializes them
+# (each rank its own rows). The engine group is made at the first use that needs it (a forward, unshard(), a state
+# dict): each shard is gathered into the whole parameter (HSDP: replica 0's shards first broadcast over the
+# replicate dim, so that the replicas agree), the group is made over it as over a real module, and the program's
+# parameter objects (which the optimizer may already hold) become views of the engine's shards. Every rank makes the
+# groups in the order of its fully_shard calls, which is the same everywhere.
+
+
+def materialize_pending():
+    """Makes the engine groups of every fully_shard call over meta parameters so far (collective, in order)."""
+    while _PENDING:
+        _PENDING[0]._materialize()
+        _PENDING.pop(0)
+
+
 class TorchParamGroup:
     def __init__(self, label, mesh, named_params, slots, reshard_after_forward, mp_policy, offload, registry):
         """named_params: [(qualified name, nn.Parameter)], slots: per parameter [(module, attribute)]."""
@@ -48,10 +69,15 @@ class TorchParamGroup:
         self.mesh = mesh
         self.registry = registry
         self.params = []
-        full = []
+        self.options = (reshard_after_forward, mp_policy, offload)
+        self.group = None
+        self.tp = []  # per parameter: (tp mesh, placements) or None
+        self.grad_reduce = []  # per parameter: SequenceParallel's replica mesh or None
+        meta = [p.is_meta for _, p in named_params]
         for (name, p), where in zip(named_params, slots):
             m = _Managed()
             m.name, m.slots, m.shape, m.requires_grad = name, where, tuple(p.shape), p.requires_grad
+            m.sharded = None
             tp = getattr(p, "_dt_tp", None)  # (tp mesh, placements, global shape) from parallelize_module
             if tp is not None:
                 tp_mesh, placements, shape = tp
@@ -59,38 +85,11 @@ class TorchParamGroup:
                     raise ValueError(f"fully_shard({label}): parameter {name} is tensor-parallel on a mesh that is "
                                      f"not a sub-mesh of the FSDP mesh's: take both from one init_device_mesh")
                 m.shape = tuple(shape)
-                full.append(_convert.to_dt(p.detach(), tp_mesh, placements, shape))
+                self.tp.append((tp_mesh, placements))
             else:
-                full.append(_convert.to_dt(p.detach(), mesh, [dtensor.Replicate()] * mesh.ndim))
+                self.tp.append(None)
+            self.grad_reduce.append(getattr(p, "_dt_grad_all_reduce", None))
             self.params.append(m)
-        opts = {}
-        if mp_policy.param_dtype is not None:
-            opts["param_dtype"] = dtype_name(mp_policy.param_dtype)
-        if mp_policy.reduce_dtype is not None:
-            opts["reduce_dtype"] = dtype_name(mp_policy.reduce_dtype)
-        # The engine clones its shard out of each block (fsdp/layout.cc make_shard): the blocks are the module's
-        # own memory, freed by the caller once the group exists.
-        self.group = dtensor.FsdpParamGroup(
-            mesh.dt_mesh, full, names=[m.name for m in self.params], name=label,
-            reshard_after_forward=reshard_after_forward, param_dtype=opts.get("param_dtype"),
-            reduce_dtype=opts.get("reduce_dtype"), cpu_offload=offload)
-        for f in full:
-            f.close()
-        gathered_dtype = mp_policy.param_dtype
-        for i, m in enumerate(self.params):
-            shard = self.group.sharded_param(i)
-            m.sharded = nn.Parameter(torch.from_dlpack(shard), requires_grad=m.requires_grad)
-            shard.close()
-            dtype = gathered_dtype if gathered_dtype is not None and torch.is_floating_point(m.sharded) else \
-                m.sharded.dtype
-            m.unsharded = nn.Parameter(torch.empty(0, dtype=dtype, device=m.sharded.device),
-                                       requires_grad=m.requires_grad)
-            if m.requires_grad:
-                m.unsharded.register_post_accumulate_grad_hook(lambda p, i=i: self._grad_ready(i, p))
-            reduce_over = getattr(named_params[i][1], "_dt_grad_all_reduce", None)  # SequenceParallel's replicas
-            if reduce_over is not None:
-                from .collectives import all_reduce_copy
-                m.unsharded.register_hook(lambda g, mesh=reduce_over: all_reduce_copy(g, mesh))
         self.trainable = sum(1 for m in self.params if m.requires_grad)
         self.early_reshard = self.trainable == len(self.params)  # Note [Resharding after backward]
         self.pending = self.trainable
@@ -102,9 +101,106 @@ class TorchParamGroup:
         self.received = 0
         self.view_ptrs = [False] * len(self.params)  # the addresses the unsharded faces view (False: none yet)
         self.versions = None  # the shards' versions at the last gather
+        if any(meta):
+            if not all(meta) or any(self.tp):
+                raise NotImplementedError(f"fully_shard({label}): meta-device parameters are taken when all of a "
+                                          f"group's are on the meta device and none is tensor-parallel; "
+                                          f"materialize the module first (to_empty and initialize)")
+            k, r = mesh.shape[-1], mesh.get_coordinate()[-1]
+            for m, (_, p) in zip(self.params, named_params):
+                shape = list(p.shape)
+                if shape:
+                    c = -(-shape[0] // k)
+                    shape[0] = max(0, min(shape[0], (r + 1) * c) - r * c)  # torch.chunk's rows
+                m.sharded = nn.Parameter(torch.empty(shape, dtype=p.dtype, device="meta"),
+                                         requires_grad=m.requires_grad)
+            _PENDING.append(self)
+        else:
+            self._make_group([p.detach() for _, p in named_params])
+
+    def _make_group(self, values):
+        """The engine group over the parameters' whole values (each rank's tensor-parallel block), and the faces."""
+        reshard_after_forward, mp_policy, offload = self.options
+        mesh, full = self.mesh, []
+        for m, v, tp in zip(self.params, values, self.tp):
+            if tp is not None:
+                full.append(_convert.to_dt(v, tp[0], tp[1], m.shape))
+            else:
+                full.append(_convert.to_dt(v, mesh, [dtensor.Replicate()] * mesh.ndim))
+        opts = {}
+        if mp_policy.param_dtype is not None:
+            opts["param_dtype"] = dtype_name(mp_policy.param_dtype)
+        if mp_policy.reduce_dtype is not None:
+            opts["reduce_dtype"] = dtype_name(mp_policy.reduce_dtype)
+        # The engine clones its shard out of each block (fsdp/layout.cc make_shard): the blocks are the module's
+        # own memory, freed by the caller once the group exists.
+        self.group = dtensor.FsdpParamGroup(
+            mesh.dt_mesh, full, names=[m.name for m in self.params], name=self.label,
+            reshard_after_forward=reshard_after_forward, param_dtype=opts.get("param_dtype"),
+            reduce_dtype=opts.get("reduce_dtype"), cpu_offload=offload)
+        for f in full:
+            f.close()
+        if not self.requires_gradient_sync:
+            self.group.set_requires_gradient_sync(False)
+        gathered_dtype = mp_policy.param_dtype
+        for i, m in enumerate(self.params):
+            shard = self.group.sharded_param(i)
+            if m.sharded is None:
+                m.sharded = nn.Parameter(torch.from_dlpack(shard), requires_grad=m.requires_grad)
+            else:  # the program's parameter object (Note [Meta-device parameters]) becomes a view of the shard
+                m.sharded.data = torch.from_dlpack(shard)
+            shard.close()
+            dtype = gathered_dtype if gathered_dtype is not None and torch.is_floating_point(m.sharded) else \
+                m.sharded.dtype
+            m.unsharded = nn.Parameter(torch.empty(0, dtype=dtype, device=m.sharded.device),
+                                       requires_grad=m.requires_grad)
+            if m.requires_grad:
+                m.unsharded.register_post_accumulate_grad_hook(lambda p, i=i: self._grad_ready(i, p))
+            reduce_over = self.grad_reduce[i]  # SequenceParallel's replicas
+            if reduce_over is not None:
+                from .collectives import all_reduce_copy
+                m.unsharded.register_hook(lambda g, mesh=reduce_over: all_reduce_copy(g, mesh))
+
+    def _materialize(self):
+        """Note [Meta-device parameters]: the group from the parameters the program initialized."""
+        from .collectives import all_gather_into_tensor, broadcast
+        mesh, values = self.mesh, []
+        shard_mesh = mesh[mesh.mesh_dim_names[-1]] if mesh.ndim > 1 else mesh
+        k = mesh.shape[-1]
+        for m in self.params:
+            module, attr = m.slots[0]
+            current = module._parameters.get(attr)
+            if current is None or current.is_meta:
+                raise RuntimeError(f"fully_shard({self.label}): parameter {m.name} is still on the meta device; call "
+                                   f"model.to_empty(device=...) and initialize the parameters before the first "
+                                   f"forward, unshard() or state dict")
+            if tuple(current.shape) != tuple(m.sharded.shape):
+                raise RuntimeError(f"fully_shard({self.label}): parameter {m.name} has shape {tuple(current.shape)}, "
+                                   f"its shard {tuple(m.sharded.shape)}: replace a meta parameter only by to_empty")
+            m.sharded = current  # to_empty made a new parameter object: the program (and its optimizer) holds it
+            local = current.detach()
+            if mesh.ndim > 1:  # HSDP: the replicas take replica 0's rows
+                broadcast(local, 0, mesh[mesh.mesh_dim_names[0]])
+            if not m.shape:
+                values.append(local)
+                continue
+            c = -(-m.shape[0] // k)
+            padded = local.new_zeros((c, *m.shape[1:]))
+            padded[:local.shape[0]] = local
+            whole = local.new_empty((k * c, *m.shape[1:]))
+            all_gather_into_tensor(whole, padded, shard_mesh)
+            values.append(whole[:m.shape[0]].contiguous())
+        self._make_group(values)
+        for m in self.params:
+            for module, attr in m.slots:
+                module._parameters[attr] = m.sharded
+        from .state_dict import register_group
+        register_group(self)
 
     # ---- gathering
     def unshard(self, async_op=True):
+        if self.group is None:
+            materialize_pending()
         if self.gathered and self._stale():
             self.reshard()
         if not self.unshard_issued and not self.gathered:
@@ -115,6 +211,8 @@ class TorchParamGroup:
         """Finishes the gather and points every unsharded face (and the modules' slots) at the gathered memory."""
         if self.gathered:
             return
+        if self.group is None:
+            materialize_pending()
         group = self.group
         if not self.unshard_issued:
             group.unshard(False)
@@ -218,7 +316,9 @@ class TorchParamGroup:
 
     def set_requires_gradient_sync(self, on):
         self.requires_gradient_sync = bool(on)
-        self.group.set_requires_gradient_sync(on)
+        if self.group is not None:
+            self.group.set_requires_gradient_sync(on)
 
     def close(self):
-        self.group.close()
+        if self.group is not None:
+            self.group.close()

@@ -329,7 +329,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
         stack.extend(reversed(children))
     named = [taken[k] for k in order]
     for pname, p in named:
-        if p.device.type != mesh.device_type:
+        if p.device.type != mesh.device_type and not p.is_meta:  # meta: Note [Meta-device parameters]
             raise ValueError(f"fully_shard({name}): parameter {pname} is on {p.device} but the mesh is a "
                              f"{mesh.device_type} mesh; move the module with .to('{mesh.device_type}') first")
     state = _State(module, mesh, reshard_after_forward, mp_policy, offload_policy)

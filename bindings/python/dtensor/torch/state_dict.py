@@ -18,6 +18,7 @@ import torch
 
 import dtensor
 from . import _convert
+from ._param_group import materialize_pending
 from .mesh import default_mesh
 
 _SHARDED_FACES = {}  # id(sharded face) -> (TorchParamGroup, index), for every fully_shard group alive
@@ -43,6 +44,7 @@ def _as_dtensor(t):
 
 
 def _save_hook(module, state_dict, prefix, local_metadata):
+    materialize_pending()  # groups over meta parameters get their engine group first
     for attr, t in list(module._parameters.items()) + list(module._buffers.items()):
         key = prefix + attr
         if t is not None and key in state_dict and isinstance(state_dict[key], torch.Tensor):
@@ -60,6 +62,7 @@ def _local_block(full, target):
 
 
 def _load_hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs):
+    materialize_pending()
     for attr, t in list(module._parameters.items()) + list(module._buffers.items()):
         key = prefix + attr
         if t is None or key not in state_dict:
