@@ -226,10 +226,11 @@ def shard(model, api, tp=1, mp=None, sequence_parallel=False, hsdp=False, config
 
 
 def train(model, mesh, steps, batches, accumulate=1, loss_fn=lm_loss, sgd=False, keep_between=False, clip=None,
-          norms=None):
+          norms=None, opt=None):
     dp, dp_rank = mesh["dp"].size(), mesh["dp"].get_local_rank()
-    opt = torch.optim.SGD(model.parameters(), lr=0.5) if sgd else \
-        torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    if opt is None:
+        opt = torch.optim.SGD(model.parameters(), lr=0.5) if sgd else \
+            torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
     losses = []
     for step in range(steps):
         x, y = batches[step]
@@ -584,6 +585,17 @@ def case_ckpt_save():
     full = dtt.full_state_dict(model)
     if R == 0:
         torch.save(full, os.path.join(_ckpt_dir(), "full.pt"))
+    # With the optimizer: 3 steps, the model and AdamW's state saved, 3 more steps whose losses the load checks.
+    model = gpt()
+    mesh = shard(model, dtensor_side())
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+    batches = token_batches(6)
+    train(model, mesh, 3, batches, opt=opt)
+    osd = dtt.optimizer_state_dict(model, opt)
+    assert any(isinstance(v, dtensor.DTensor) for v in osd.values()) and any(k.endswith(".step") for k in osd), osd
+    dtt.save(os.path.join(_ckpt_dir(), "ckpt_optim"), {**model.state_dict(), **osd})
+    after = train(model, mesh, 3, batches[3:], opt=opt)
+    torch.save(after, os.path.join(_ckpt_dir(), f"after_{mesh['dp'].get_local_rank()}.pt"))
     tdist.barrier()
 
 
@@ -606,8 +618,27 @@ def case_ckpt_load():
     plain.load_state_dict(saved)
     x = token_batches(1)[0][0]
     assert torch.allclose(fresh(x), plain(x), rtol=1e-5, atol=1e-5), "ckpt_load: outputs after load_full_state_dict"
+    # A fresh model and optimizer resume from the model + optimizer checkpoint: the next steps' losses are the
+    # saving run's (tensor parallelism rounds differently: within 1e-5).
+    resumed = gpt()
+    mesh = shard(resumed, dtensor_side(), tp=tp)
+    opt = torch.optim.AdamW(resumed.parameters(), lr=3e-3, weight_decay=0.1)
+    dtt.load(os.path.join(_ckpt_dir(), "ckpt_optim"),
+             {**resumed.state_dict(), **dtt.optimizer_state_dict(resumed, opt)})
+    assert all(s["step"].item() == 3 for s in opt.state.values()), "ckpt_load: AdamW's step after loading"
+    losses = train(resumed, mesh, 3, token_batches(6)[3:], opt=opt)
+    expected = torch.load(os.path.join(_ckpt_dir(), f"after_{mesh['dp'].get_local_rank()}.pt"))
+    worst = max(abs(a - b) / abs(b) for a, b in zip(losses, expected))
+    assert worst <= 1e-5, f"ckpt_load: resumed losses {losses} against the saving run's {expected}"
+    # The control: the same weights with a fresh AdamW part from the saving run at the second step.
+    weights_only = gpt()
+    mesh = shard(weights_only, dtensor_side(), tp=tp)
+    dtt.load(os.path.join(_ckpt_dir(), "ckpt_optim"), weights_only.state_dict(), strict=False)
+    control = train(weights_only, mesh, 2, token_batches(6)[3:])
+    assert abs(control[1] - expected[1]) > 1e-4 * abs(expected[1]), "ckpt_load: the check needs the optimizer state"
     if R == 0:
-        print(f"ckpt: saved on 2 ranks (FSDP), loaded on {W} (tp {tp}): {len(saved)} tensors equal", flush=True)
+        print(f"ckpt: saved on 2 ranks (FSDP), loaded on {W} (tp {tp}): {len(saved)} tensors equal; model + AdamW "
+              f"state resumed: 3 more steps within {worst:.1e} of the saving run's", flush=True)
 
 
 def case_hf_export():

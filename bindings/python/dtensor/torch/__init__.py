@@ -16,7 +16,8 @@ from .collectives import (all_reduce, all_gather_into_tensor, reduce_scatter_ten
                           barrier)
 from .tensor_parallel import (parallelize_module, ColwiseParallel, RowwiseParallel, SequenceParallel,
                               PrepareModuleInput, PrepareModuleOutput)
-from .state_dict import (sharded_state_dict, full_state_dict, load_full_state_dict, save, load, export_hf)
+from .state_dict import (sharded_state_dict, full_state_dict, load_full_state_dict, optimizer_state_dict, save, load,
+                         export_hf)
 from .clip_grad import clip_grad_norm_
 from . import distributed
 
@@ -25,6 +26,7 @@ __all__ = [
     "DeviceMesh", "init_device_mesh", "MixedPrecisionPolicy", "OffloadPolicy", "CPUOffloadPolicy", "fully_shard",
     "FSDPModule", "all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor", "broadcast", "all_to_all_single",
     "barrier", "parallelize_module", "ColwiseParallel", "RowwiseParallel", "SequenceParallel", "PrepareModuleInput",
-    "PrepareModuleOutput", "sharded_state_dict", "full_state_dict", "load_full_state_dict", "save", "load",
+    "PrepareModuleOutput", "sharded_state_dict", "full_state_dict", "load_full_state_dict", "optimizer_state_dict",
+    "save", "load",
     "export_hf", "clip_grad_norm_", "distributed", "Shard", "Replicate", "Partial",
 ]

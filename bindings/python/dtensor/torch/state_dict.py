@@ -113,6 +113,58 @@ def load_full_state_dict(model, state_dict, strict=True):
     return model.load_state_dict(state_dict, strict=strict)
 
 
+def optimizer_state_dict(model, optimizer):
+    """The optimizer's state as {"optim.<parameter name>.<state key>": tensor} (PyTorch's flattened optimizer state
+    dict): a state tensor of its parameter's shape is a DTensor with the parameter's layout over the state's memory
+    (zero copy), so that save() writes it from one layout and load() reads it into another, in place; other state
+    (Adam's step) stays a plain tensor, equal on every rank. An optimizer without state yet (a fresh one, to load
+    into) gets it first from one step at learning rate 0 on zero gradients (no parameter changes, weight decay
+    included); collective only through the model's state dict."""
+    materialize_pending()
+    names = {id(p): n for n, p in model.named_parameters()}
+    _init_state(optimizer)
+    out = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            name = names.get(id(p))
+            if name is None:
+                raise ValueError(f"optimizer_state_dict: the optimizer holds a parameter of shape {tuple(p.shape)} "
+                                 f"that is not one of {type(model).__name__}'s (build it from model.parameters() "
+                                 f"after fully_shard / parallelize_module)")
+            layout = None
+            for key, v in optimizer.state.get(p, {}).items():
+                if not isinstance(v, torch.Tensor):
+                    continue
+                if v.dim() and tuple(v.shape) == tuple(p.shape):
+                    if layout is None:
+                        d = _as_dtensor(p)
+                        try:
+                            layout = (d.device_mesh, d.placements, d.shape)
+                        finally:
+                            d.close()
+                    v = dtensor.from_dlpack(v.detach(), layout[0], layout[1], shape=layout[2])
+                out[f"optim.{name}.{key}"] = v
+    return out
+
+
+def _init_state(optimizer):
+    if optimizer.state:
+        return
+    params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    rates = [g["lr"] for g in optimizer.param_groups]
+    for g in optimizer.param_groups:
+        g["lr"] = torch.zeros_like(g["lr"]) if isinstance(g["lr"], torch.Tensor) else 0.0
+    try:
+        optimizer.step()
+    finally:
+        for g, lr in zip(optimizer.param_groups, rates):
+            g["lr"] = lr
+        for p in params:
+            p.grad = None
+
+
 def save(path, state_dict, metadata=None):
     """dtensor.checkpoint.save for a state dict that may also hold plain torch tensors (replicated)."""
     tensors = {k: v if isinstance(v, dtensor.DTensor) else _as_dtensor(v) for k, v in state_dict.items()}
