@@ -123,6 +123,7 @@ def main():
         mem_ok = dmem is not None and tmem is not None and dmem <= tmem
         log(f"   {key:8s} peak MiB per round: dtensor.torch " + " ".join(f"{m / 2**20:.1f}" for m in dmems) +
             "; FSDP2 " + " ".join(f"{m / 2**20:.1f}" for m in tmems))
+        mems = {"dtensor-torch": (dmem, max(dmems, default=None)), "torch-fsdp2": (tmem, max(tmems, default=None))}
         target = None
         if key == "tiny":
             plain = per.get((key, "torch"), [])
@@ -158,9 +159,7 @@ def main():
             print(json.dumps({"bench": "torch_front", "case": key, "impl": impl,
                               "step_ms": round(statistics.median(x["step_s"] for x in rs) * 1e3, 3),
                               "step_ms_rounds": [round(x["step_s"] * 1e3, 3) for x in rs],
-                              "peak_bytes": statistics.median(v) if (v := [x["above"] for x in rs
-                                                                              if x["above"] is not None]) else None,
-                              "peak_bytes_max": max(v, default=None),
+                              "peak_bytes": mems[impl][0], "peak_bytes_max": mems[impl][1],
                               "ratio": round(ratio, 4)}), flush=True)
     return benchlib.report("bench/torch_front", headers, table, met, total, failed,
                            notes=["ratio: the median over rounds of dtensor.torch / FSDP2 (same round); memory: peak "

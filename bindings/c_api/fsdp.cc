@@ -185,6 +185,7 @@ dt_status_t dt_fsdp_group_export(dt_fsdp_group_t g, int32_t what, DLManagedTenso
 dt_status_t dt_fsdp_group_accumulate_grad_dlpack(dt_fsdp_group_t g, int32_t i, DLManagedTensorVersioned* grad) {
   // The block takes `grad` over first, so that its deleter runs on every path.
   return call("dt_fsdp_group_accumulate_grad_dlpack", [&] {
+    require(grad, "grad");
     const Tensor block = import_block(grad, false);
     auto o = group(g, "dt_fsdp_group_accumulate_grad_dlpack");
     const size_t k = index_of(*o, i);

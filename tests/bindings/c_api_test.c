@@ -481,6 +481,7 @@ int main(int argc, char** argv) {
       EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "the gradient of w has local shape [3, 5]",
                     dt_fsdp_group_accumulate_grad_dlpack(group, 0, dl_cpu_f32(malloc(sizeof g), bad_shape)));
       EXPECT(g_dl_deleted == deleted + 1);
+      EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "grad is NULL", dt_fsdp_group_accumulate_grad_dlpack(group, 0, NULL));
       for (i = 0; i < 15; ++i) gd[i] = (float)((rank + 1) * i);
       CHECK(dt_fsdp_group_accumulate_grad_dlpack(group, 0, dl_cpu_f32(gd, gshape)));
       CHECK(dt_fsdp_group_reduce_grads(group));

@@ -25,15 +25,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 if __name__ == "__main__":
     sys.path.insert(0, HERE)
-    from py_venv import reexec_in_venv
+    from py_venv import reexec_in_venv, skip_unless_importable
     reexec_in_venv()
-    try:
-        import numpy  # noqa: F401 (the cases need it)
-        import pytest
-    except ImportError as e:
-        print(f"SKIP: {e.name or e} is not importable by {sys.executable}; `./dev deps` installs numpy and pytest "
-              f"into the build folder's py-venv (it needs PyPI)")
-        sys.exit(77)
+    skip_unless_importable("numpy", "pytest")
+    import pytest
     sys.exit(pytest.main([os.path.abspath(__file__), "-v", "-rs", "-p", "no:cacheprovider"]))
 
 import pytest  # noqa: E402

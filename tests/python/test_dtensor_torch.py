@@ -25,16 +25,10 @@ FULL = "--full" in sys.argv
 
 if __name__ == "__main__":
     sys.path.insert(0, HERE)
-    from py_venv import reexec_in_venv
+    from py_venv import reexec_in_venv, skip_unless_importable
     reexec_in_venv()
-    try:
-        import pytest
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as e:
-        print(f"SKIP: {e.name or e} is not importable by {sys.executable}; the build folder's py-venv needs torch, "
-              f"transformers and pytest (`./dev deps`)")
-        sys.exit(77)
+    skip_unless_importable("pytest", "torch", "transformers")
+    import pytest
     args = [a for a in sys.argv[1:] if a != "--full"]
     os.environ["DT_TEST_TORCH_FULL"] = "1" if FULL else ""
     sys.exit(pytest.main([os.path.abspath(__file__), "-v", "-rs", "-p", "no:cacheprovider", *args]))

@@ -23,17 +23,14 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from py_venv import reexec_in_venv  # noqa: E402
+from py_venv import reexec_in_venv, skip_unless_importable  # noqa: E402
 
 reexec_in_venv()
-try:
-    import numpy as np
-    import torch
-    import transformers
-    from safetensors.numpy import load_file, save_file
-except ImportError as e:
-    print(f"skipped: {e} (the py-venv needs torch, transformers and safetensors; ./dev deps installs them)")
-    sys.exit(77)
+skip_unless_importable("numpy", "torch", "transformers", "safetensors")
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from safetensors.numpy import load_file, save_file  # noqa: E402
 
 DTRUN, GENERATE, FINETUNE = sys.argv[1:4]
 LAYOUTS = [  # (processes, dtensor flags)

@@ -22,19 +22,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 sys.path.insert(0, HERE)
-from py_venv import reexec_in_venv  # noqa: E402
+from py_venv import reexec_in_venv, skip_unless_importable  # noqa: E402
 
 reexec_in_venv()
-
-try:
-    import numpy as np
-    import safetensors
-    import safetensors.numpy
-    from safetensors import safe_open
-except ImportError as e:
-    print(f"SKIP: {e.name or e} is not importable by {sys.executable}; `./dev deps` installs numpy and safetensors "
-          f"into the build folder's py-venv (it needs PyPI)")
-    sys.exit(77)
+skip_unless_importable("numpy", "safetensors")
+import numpy as np  # noqa: E402
+import safetensors  # noqa: E402
+import safetensors.numpy  # noqa: E402
+from safetensors import safe_open  # noqa: E402
 
 try:
     import torch

@@ -553,6 +553,12 @@ def case_errors():
     dtt.fully_shard(m2, mesh=mesh)
     lm_loss(m2, *token_batches(1)[0]).backward()
     expect_error("an optimizer built before fully_shard", opt.step, "AdamW", "tok.weight of Gpt", "after fully_shard")
+    m3 = gpt()
+    shard(m3, dtensor_side())
+    opt3 = torch.optim.AdamW(m3.parameters())
+    lm_loss(m3, *token_batches(1)[0]).backward()
+    expect_error("optimizer state while gradients are held", lambda: dtt.optimizer_state_dict(m3, opt3), "AdamW",
+                 "gradients")
     # A tensor of another device kind than the mesh's (a CUDA tensor on a CPU mesh; for collectives "meta" stands for
     # it without a GPU: the check is the same; fully_shard takes meta modules: case_meta_init).
     kind = "cuda" if torch.cuda.is_available() else "meta"

@@ -151,6 +151,9 @@ def _init_state(optimizer):
     if optimizer.state:
         return
     params = [p for g in optimizer.param_groups for p in g["params"] if p.requires_grad]
+    if any(p.grad is not None for p in params):
+        raise ValueError(f"optimizer_state_dict: {type(optimizer).__name__} has no state yet and its parameters hold "
+                         f"gradients, which making the state would drop; call it before backward or after a step")
     for p in params:
         p.grad = torch.zeros_like(p)
     rates = [g["lr"] for g in optimizer.param_groups]
