@@ -80,8 +80,8 @@ def launch(nproc, cases, extra_env=None):
     return check(cmd, environment(extra_env), cases, nproc)
 
 
-TWO = ["gpt", "llama", "bf16", "accumulate", "reshard_options", "edge", "prefetch", "clip", "collectives", "errors",
-       "meta_init"]
+TWO = ["hook_path", "gpt", "llama", "bf16", "accumulate", "reshard_options", "edge", "prefetch", "clip", "collectives",
+       "errors", "meta_init"]
 
 
 def test_fsdp_2_processes():

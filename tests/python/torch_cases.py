@@ -667,6 +667,20 @@ def case_hf_export():
         print("hf_export: transformers reads the exported folder back, every tensor equal", flush=True)
 
 
+def case_hook_path():
+    """The per-step hook bodies in use (Note [Hook costs]): the compiled ones where the package's _speedups is loaded
+    (meson names the build's in DTENSOR_SPEEDUPS), the Python ones under DTENSOR_NO_SPEEDUPS; the other cases then
+    check whichever runs against PyTorch."""
+    from dtensor.torch import _hook_bodies as bodies
+    compiled = bool(os.environ.get("DTENSOR_SPEEDUPS")) and not os.environ.get("DTENSOR_NO_SPEEDUPS")
+    used = bodies.GroupBase is not bodies.GroupHooks
+    assert used == compiled, f"compiled hook bodies expected: {compiled}, in use: {used}"
+    assert (bodies.StateBase is not bodies.StateHooks) == used
+    assert (bodies.RegistryBase is not bodies.RegistryHooks) == used
+    if R == 0:
+        print(f"hook_path: the {'compiled' if used else 'Python'} hook bodies", flush=True)
+
+
 def model_mesh():
     return dtt.init_device_mesh("cpu", (W, 1), mesh_dim_names=("dp", "tp"))
 

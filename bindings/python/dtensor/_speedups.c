@@ -7,8 +7,7 @@
  * exception (so errors are raised exactly as on the ctypes path). Without it DTensor derives from _handle.Handle and
  * ctypes serves every call; both paths behave the same (the test suite runs both ways). */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
+#include "_speedups.h"
 
 /* The C API's signatures, with its opaque handle types as void* (the same ABI). */
 typedef int32_t (*redistribute_fn)(void* t, const void* placements, int32_t n, void** out);
@@ -25,7 +24,7 @@ static PyObject* g_specs = NULL;          /* placements key -> (bytes, count); s
  * (text built per call) clears it now and then rather than growing. */
 #define SPEC_CACHE_MAX 256
 
-static PyObject* fail(int32_t status, const char* function) {
+PyObject* speedups_fail(int32_t status, const char* function) {
   PyObject* r = PyObject_CallFunction(g_raise, "is", (int)status, function);
   Py_XDECREF(r);
   if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "%s failed with status %d", function, (int)status);
@@ -177,7 +176,7 @@ static PyObject* TensorBase_close(PyObject* self, PyObject* unused) {
     status = g_destroy(h);
     PyEval_RestoreThread(ts);
   }
-  if (status != 0) return fail(status, "dt_tensor_destroy");
+  if (status != 0) return speedups_fail(status, "dt_tensor_destroy");
   Py_RETURN_NONE;
 }
 
@@ -216,7 +215,7 @@ static PyObject* TensorBase_redistribute(PyObject* self, PyObject* placements) {
     PyEval_RestoreThread(ts);
   }
   Py_DECREF(spec);
-  if (status != 0) return fail(status, "dt_tensor_redistribute");
+  if (status != 0) return speedups_fail(status, "dt_tensor_redistribute");
   result = Py_TYPE(self)->tp_alloc(Py_TYPE(self), 0);
   if (result == NULL) {
     release_quietly(out);
@@ -321,9 +320,9 @@ static PyObject* bench_loop(PyObject* self, PyObject* args) {
   for (i = 0; i < calls; ++i) {
     void* out = NULL;
     int32_t status = g_redistribute((void*)(uintptr_t)h, raw, (int32_t)n, &out);
-    if (status != 0) return fail(status, "dt_tensor_redistribute");
+    if (status != 0) return speedups_fail(status, "dt_tensor_redistribute");
     status = g_destroy(out);
-    if (status != 0) return fail(status, "dt_tensor_destroy");
+    if (status != 0) return speedups_fail(status, "dt_tensor_destroy");
   }
   Py_RETURN_NONE;
 }
@@ -347,6 +346,10 @@ PyMODINIT_FUNC PyInit__speedups(void) {
   Py_INCREF(&kTensorBaseType);
   if (PyModule_AddObject(m, "TensorBase", (PyObject*)&kTensorBaseType) < 0) {
     Py_DECREF(&kTensorBaseType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  if (fsdp_hooks_add(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }

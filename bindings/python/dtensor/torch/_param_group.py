@@ -17,25 +17,15 @@ core/allocator.h, which took a tiny-block model from 5827 moves in 7000 gathers 
 engine as a DLPack capsule of its block (taken over, zero copy); the reduced gradient shards come out as one export.
 dtensor's handles (DTensor) appear only when the group is made and in state dicts.
 """
+import functools
+
 import torch
 import torch.nn as nn
 
 import dtensor
 from . import _convert
 from .mixed_precision import dtype_name
-
-
-_in_flight = [None]  # the group whose reduce-scatter was started last and not waited for
-_to_dlpack_versioned = getattr(torch._C, "_to_dlpack_versioned", None)  # a CPU tensor's capsule, without the protocol
-
-
-def _grad_capsule(t):
-    """An unused DLPack capsule of a gradient's block (contiguous)."""
-    if not t.is_contiguous():
-        t = t.contiguous()
-    if _to_dlpack_versioned is not None and t.device.type == "cpu":
-        return _to_dlpack_versioned(t)
-    return dtensor.tensor.producer_capsule(t)  # the protocol: CUDA work ordered before dtensor's stream
+from ._hook_bodies import GroupBase
 
 
 class _Managed:
@@ -62,7 +52,7 @@ def materialize_pending():
         _PENDING.pop(0)
 
 
-class TorchParamGroup:
+class TorchParamGroup(GroupBase):
     def __init__(self, label, mesh, named_params, slots, reshard_after_forward, mp_policy, offload, registry):
         """named_params: [(qualified name, nn.Parameter)], slots: per parameter [(module, attribute)]."""
         self.label = label
@@ -99,8 +89,6 @@ class TorchParamGroup:
         self.reshard_after_backward = True
         self.requires_gradient_sync = True
         self.received = 0
-        self.view_ptrs = [False] * len(self.params)  # the addresses the unsharded faces view (False: none yet)
-        self.versions = None  # the shards' versions at the last gather
         if any(meta):
             if not all(meta) or any(self.tp):
                 raise NotImplementedError(f"fully_shard({label}): meta-device parameters are taken when all of a "
@@ -155,11 +143,12 @@ class TorchParamGroup:
             m.unsharded = nn.Parameter(torch.empty(0, dtype=dtype, device=m.sharded.device),
                                        requires_grad=m.requires_grad)
             if m.requires_grad:
-                m.unsharded.register_post_accumulate_grad_hook(lambda p, i=i: self._grad_ready(i, p))
+                m.unsharded.register_post_accumulate_grad_hook(functools.partial(self._grad_ready, i))
             reduce_over = self.grad_reduce[i]  # SequenceParallel's replicas
             if reduce_over is not None:
                 from .collectives import all_reduce_copy
                 m.unsharded.register_hook(lambda g, mesh=reduce_over: all_reduce_copy(g, mesh))
+        self._bind()
 
     def _materialize(self):
         """Note [Meta-device parameters]: the group from the parameters the program initialized."""
@@ -197,122 +186,22 @@ class TorchParamGroup:
         from .state_dict import register_group
         register_group(self)
 
-    # ---- gathering
-    def unshard(self, async_op=True):
-        if self.group is None:
-            materialize_pending()
-        if self.gathered and self._stale():
-            self.reshard()
-        if not self.unshard_issued and not self.gathered:
-            self.group.unshard(async_op)
-            self.unshard_issued = True
-
-    def wait(self):
-        """Finishes the gather and points every unsharded face (and the modules' slots) at the gathered memory."""
-        if self.gathered:
-            return
-        if self.group is None:
-            materialize_pending()
-        group = self.group
-        if not self.unshard_issued:
-            group.unshard(False)
-        group.wait_unshard()
-        self.unshard_issued = False
-        ptrs = group.unsharded_data()
-        params = self.params
-        if ptrs != self.view_ptrs:  # a gather moved some: new views of the group (Note [Hook hand-offs])
-            for m, capsule in zip(params, group.export("unsharded_params")):
-                m.unsharded.data = torch.from_dlpack(capsule)
-            self.view_ptrs = ptrs
-        by_address = self.registry.by_address
-        for m, ptr in zip(params, ptrs):
-            if ptr is not None:
-                by_address[ptr] = m.unsharded
-            for module, attr in m.slots:
-                module._parameters[attr] = m.unsharded
-        self.versions = [m.sharded._version for m in params]
-        self.gathered = True
-
-    def _stale(self):
-        """Whether a shard changed (an optimizer step) since the gather: kept gathered parameters (no reshard after
-        backward) are then gathered again. Every rank steps alike, so every rank decides alike."""
-        return any(m.sharded._version != v for m, v in zip(self.params, self.versions))
-
-    def reshard(self, post_forward=False):
-        if not self.gathered:
-            if self.unshard_issued:  # prefetched but not used: finish the collective before freeing
-                self.group.wait_unshard()
-                self.unshard_issued = False
-            else:
-                return
-        by_address = self.registry.by_address
-        for m, ptr in zip(self.params, self.view_ptrs):
-            by_address.pop(ptr, None)
-            for module, attr in m.slots:
-                module._parameters[attr] = m.sharded
-        self.group.reshard(post_forward=post_forward)
-        self.gathered = False
-
     def show_sharded(self):
         for m in self.params:
             for module, attr in m.slots:
                 module._parameters[attr] = m.sharded
 
-    # ---- gradients
-    def _grad_ready(self, i, p):
-        g = p.grad
-        p.grad = None
-        if g is None:
-            return
-        self.group.accumulate_grad_dlpack(i, _grad_capsule(g))
-        self.received += 1
-        self.pending -= 1
-        if self.pending == 0:
-            self.reduce()
-            if self.early_reshard and self.reshard_after_backward:
-                self.reshard()
+    def _ensure_group(self):
+        """The engine group of a meta-device module, made now (Note [Meta-device parameters])."""
+        if self.group is None:
+            materialize_pending()
+        if self.group is None:
+            raise RuntimeError(f"fully_shard({self.label}): the group was closed")
 
-    def reduce(self):
-        """Starts the reduce-scatter of the gradients received (kept unsharded when gradient sync is off). The
-        previous group's reduction is finished first, as FSDP2 does: one in flight at a time, so that its unsharded
-        gradients (which the reduce-scatter may read in place) are freed while backward goes on."""
-        if self.received:
-            previous = _in_flight[0]
-            if previous is not None and previous is not self:
-                previous.collect()
-            self.group.reduce_grads()
-            self.reduce_issued = self.requires_gradient_sync
-            if self.reduce_issued:
-                _in_flight[0] = self
-        self.received = 0
-
-    def collect(self):
-        """Waits for this group's reduction; the reduced shards become (or are added to) the sharded faces' .grad."""
-        if _in_flight[0] is self:
-            _in_flight[0] = None
-        if not self.reduce_issued:
-            return
-        self.group.wait_reduce()
-        self.reduce_issued = False
-        for m, capsule in zip(self.params, self.group.export("sharded_grads")):
-            if capsule is None:
-                continue
-            grad = torch.from_dlpack(capsule)  # a view of the reduce-scatter output; it keeps the block alive
-            if grad.dtype != m.sharded.dtype:
-                grad = grad.to(m.sharded.dtype)
-            if m.sharded.grad is None:
-                m.sharded.grad = grad
-            else:
-                m.sharded.grad += grad
-
-    def finish_backward(self):
-        """After backward: every reduction finished, the gradient shards set, the group resharded."""
-        if self.pending != self.trainable:
-            self.reduce()  # some parameters got no gradient this step
-        self.pending = self.trainable
-        self.collect()
-        if self.reshard_after_backward:
-            self.reshard()
+    def _rebuild_views(self):
+        """Every unsharded face viewing the gathered memory anew (Note [Hook hand-offs])."""
+        for m, capsule in zip(self.params, self.group.export("unsharded_params")):
+            m.unsharded.data = torch.from_dlpack(capsule)
 
     def set_requires_gradient_sync(self, on):
         self.requires_gradient_sync = bool(on)
@@ -322,3 +211,5 @@ class TorchParamGroup:
     def close(self):
         if self.group is not None:
             self.group.close()
+            self.group = None
+            self._bind()

@@ -1,6 +1,8 @@
 """The saved-tensor hooks of the forward of a sharded model (Note [Saved tensors of gathered parameters])."""
 import torch
 
+from ._hook_bodies import RegistryBase
+
 # Note [Saved tensors of gathered parameters]
 # reshard() frees a group's gathered memory and the next unshard() fills new memory, possibly at another address
 # (the engine's storage keeps its identity, but a DLPack view holds the raw address). Autograd saves views of the
@@ -12,26 +14,13 @@ import torch
 # the pre-backward gather, so it saves views of the current memory.
 
 
-class GatheredRegistry:
-    """Data addresses of the gathered parameters of the groups gathered now -> the unsharded torch parameter (a
-    group's wait() adds its parameters, its reshard() removes them)."""
+class GatheredRegistry(RegistryBase):
+    """The gathered parameters (the base: RegistryHooks or its compiled twin, which also hold the pack and unpack
+    hooks), and the hooks' installation around the root's forward."""
 
     def __init__(self):
-        self.by_address = {}
+        super().__init__()
         self._hooks = None
-
-    def _pack(self, t):
-        p = self.by_address.get(t.untyped_storage().data_ptr()) if t.device.type != "meta" else None
-        if p is None:
-            return t
-        return (p, t.storage_offset(), tuple(t.shape), t.stride())
-
-    @staticmethod
-    def _unpack(x):
-        if type(x) is tuple:
-            p, offset, shape, stride = x
-            return p.data.as_strided(shape, stride, offset)
-        return x
 
     def enter(self):
         """Installs the hooks (the root's pre-forward); exit() removes them (its post-forward)."""

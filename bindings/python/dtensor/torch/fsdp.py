@@ -7,13 +7,14 @@
 
 Each call makes one engine parameter group of the module's parameters that no earlier call took (bottom-up: blocks
 first, then the root takes the rest), sharded on dim 0 over the mesh (1-d: FSDP; 2-d: HSDP), and turns the module
-into an FSDPModule (a subclass made on the fly, as FSDP2's). The step, mapped onto PyTorch's hooks:
+into an FSDPModule (a subclass made on the fly, as FSDP2's, whose __call__ wraps the class's own: Note [Hook costs]
+in _hook_bodies.py). The step, mapped onto the call and PyTorch's hooks:
 
-  forward pre-hook     the root (the first FSDP module whose forward runs) installs the saved-tensor hooks (Note
+  before forward       the root (the first FSDP module whose forward runs) installs the saved-tensor hooks (Note
                        [Saved tensors of gathered parameters]); unshard + wait; then the next group's gather is
                        started (implicit prefetch, in the order recorded by the first forward; or the modules given
                        to set_modules_to_forward_prefetch); floating inputs cast to mp_policy.param_dtype
-  forward post-hook    reshard (keeping the reshard_after_forward share; the root keeps its parameters); a hook on
+  after forward        reshard (keeping the reshard_after_forward share; the root keeps its parameters); a hook on
                        each output tensor that requires grad runs the pre-backward
   pre-backward         unshard + wait, and the previous group's gather started (or set_modules_to_backward_prefetch)
   post-accumulate-grad each unsharded gradient to the engine; the group's last one starts its reduce-scatter and
@@ -26,6 +27,7 @@ import torch.nn as nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ._hook_bodies import StateBase, module_call
 from ._param_group import TorchParamGroup
 from ._saved_tensors import REGISTRY
 from .mesh import as_mesh, default_mesh
@@ -56,7 +58,10 @@ class _Context:
         self.callback_queued = False
 
 
-class _State:
+class _State(StateBase):
+    """An FSDP module's state; the base (StateHooks or its compiled twin) holds the fields the per-call work reads
+    and the pre-backward hook (Note [Hook costs])."""
+
     def __init__(self, module, mesh, reshard_after_forward, mp_policy, offload_policy):
         self.module = module
         self.mesh = mesh
@@ -72,8 +77,34 @@ class _State:
         self.pre_backward_done = False
         self.is_last_backward = True
         self.order_index = 0  # the place in the first forward's order (the root's post-forward sets it)
+        self.inner_call = type(module).__call__  # the module class's own call (hooks, forward)
+        self.fast = False
+        self.reshard_post = False
+        self.forward_targets = ()
+        self.backward_targets = ()
 
-    # ---- hooks
+    def refresh(self):
+        """What the call decides once (Note [Hook costs]): whether it may take the fast path (not the root, a group,
+        the forward order known, no casts of inputs or outputs), whether it reshards after forward, what it
+        prefetches."""
+        ctx, mp = self.ctx, self.mp
+        self.reshard_post = self.group is not None and not self.is_root and self.reshard_after_forward is not False \
+            and not (type(self.reshard_after_forward) is int and self.reshard_after_forward == 1)
+        self.forward_targets = tuple(s.group for s in self._forward_targets())
+        self.backward_targets = tuple(s.group for s in self._backward_targets()) if ctx is not None else ()
+        self.fast = ctx is not None and ctx.order_done and not self.is_root and self.group is not None and \
+            not (mp.param_dtype is not None and mp.cast_forward_inputs) and mp.output_dtype is None
+
+    # ---- the call (every case; the compiled module call takes the fast cases itself)
+    def call(self, module, args, kwargs):
+        args, kwargs = self.pre_forward(module, args, kwargs)
+        try:
+            output = self.inner_call(module, *args, **kwargs)
+        except BaseException:
+            self._forward_failed()
+            raise
+        return self.post_forward(module, output)
+
     def pre_forward(self, module, args, kwargs):
         ctx = self.ctx
         if ctx is None:
@@ -90,17 +121,17 @@ class _State:
                 ctx.order.append(self)
             self.group.unshard()
             self.group.wait()
-            for target in self._forward_targets():
-                target.group.unshard()
+            for target in self.forward_targets:
+                target.unshard()
         if self.mp.param_dtype is not None and self.mp.cast_forward_inputs:
             dtype = self.mp.param_dtype
             cast = lambda t: t.to(dtype) if isinstance(t, torch.Tensor) and torch.is_floating_point(t) else t  # noqa
             args, kwargs = tree_map(cast, args), tree_map(cast, kwargs)
         return args, kwargs
 
-    def post_forward(self, module, args, kwargs, output):
+    def post_forward(self, module, output):
         ctx = self.ctx
-        if ctx is None or _in_backward():
+        if _in_backward():
             return output
         if self.is_root:
             ctx.registry.exit()
@@ -108,36 +139,35 @@ class _State:
                 ctx.order_done = True
                 for i in reversed(range(len(ctx.order))):  # a module run twice keeps its first place
                     ctx.order[i].order_index = i
-        elif self.group is not None and self.reshard_after_forward is not False and \
-                not (type(self.reshard_after_forward) is int and self.reshard_after_forward == 1):
-            self.group.reshard(post_forward=True)
+                for s in ctx.states:
+                    s.refresh()
+        elif self.reshard_post:
+            self.group.reshard(True)
         if self.mp.output_dtype is not None:
             dtype = self.mp.output_dtype
             output = tree_map(lambda t: t.to(dtype) if isinstance(t, torch.Tensor) and torch.is_floating_point(t)
                               else t, output)
         if torch.is_grad_enabled():
-            for t in tree_flatten(output)[0]:
-                if isinstance(t, torch.Tensor) and t.requires_grad:
-                    t.register_hook(self._pre_backward_hook)
+            self._hook_outputs(output)
         return output
 
-    def _pre_backward_hook(self, grad):
-        self.pre_backward()
-        return grad
+    def _hook_outputs(self, output):
+        for t in tree_flatten(output)[0]:
+            if isinstance(t, torch.Tensor) and t.requires_grad:
+                t.register_hook(self._pre_backward_hook)
 
-    def pre_backward(self):
-        if self.pre_backward_done:
-            return
-        self.pre_backward_done = True
+    def _forward_failed(self):
+        """The forward raised: the root's saved-tensor hooks removed, the group resharded as after a forward."""
         ctx = self.ctx
-        if not ctx.callback_queued:
-            ctx.callback_queued = True
-            torch.autograd.Variable._execution_engine.queue_callback(ctx.root._dt_state.post_backward_final)
-        if self.group is not None:
-            self.group.unshard()
-            self.group.wait()
-            for target in self._backward_targets():
-                target.group.unshard()
+        if ctx is not None and self.is_root:
+            ctx.registry.exit()
+        if self.reshard_post:
+            self.group.reshard(True)
+
+    def _queue_final(self):
+        ctx = self.ctx
+        ctx.callback_queued = True
+        torch.autograd.Variable._execution_engine.queue_callback(ctx.root._dt_state.post_backward_final)
 
     def post_backward_final(self):
         ctx = self.ctx
@@ -152,7 +182,7 @@ class _State:
     def _forward_targets(self):
         if self.forward_prefetch is not None:
             return self.forward_prefetch
-        if not self.ctx.order_done:
+        if self.ctx is None or not self.ctx.order_done:
             return ()
         order, i = self.ctx.order, self.order_index
         return (order[i + 1],) if i + 1 < len(order) else ()
@@ -181,6 +211,8 @@ def _lazy_init(state):
             ctx.states.append(s)
     # The root's parameters are used again at once by backward: it keeps them after forward (as FSDP2's).
     state.reshard_after_forward = False
+    for s in ctx.states:
+        s.refresh()
     return ctx
 
 
@@ -192,7 +224,7 @@ class FSDPModule:
         group = self._dt_state.group
         if group is None:
             return None
-        group.unshard(async_op=True)
+        group.unshard(True)
         if async_op:
             return _UnshardHandle(group)
         group.wait()
@@ -223,6 +255,7 @@ class FSDPModule:
         for s in self._fsdp_states(recurse):
             if not s.is_root:
                 s.reshard_after_forward = reshard_after_forward
+                s.refresh()
 
     def set_is_last_backward(self, is_last_backward):
         """Accepted for FSDP2 compatibility: every backward here ends with its gradients reduced and waited for."""
@@ -231,9 +264,11 @@ class FSDPModule:
 
     def set_modules_to_forward_prefetch(self, modules):
         self._dt_state.forward_prefetch = _prefetch_states(self, modules, "set_modules_to_forward_prefetch")
+        self._dt_state.refresh()
 
     def set_modules_to_backward_prefetch(self, modules):
         self._dt_state.backward_prefetch = _prefetch_states(self, modules, "set_modules_to_backward_prefetch")
+        self._dt_state.refresh()
 
 
 def _prefetch_states(owner, modules, what):
@@ -262,7 +297,7 @@ _fsdp_classes = {}
 def _fsdp_class(cls):
     c = _fsdp_classes.get(cls)
     if c is None:
-        c = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {})
+        c = type(f"FSDP{cls.__name__}", (FSDPModule, cls), {"__call__": module_call})  # Note [Hook costs]
         _fsdp_classes[cls] = c
     return c
 
@@ -350,8 +385,6 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
     module._dt_state = state
     install_hooks(module)
     module.__class__ = _fsdp_class(type(module))
-    module.register_forward_pre_hook(state.pre_forward, with_kwargs=True, prepend=True)
-    module.register_forward_hook(state.post_forward, with_kwargs=True, always_call=True)
     if _optimizer_hook is None:
         _optimizer_hook = register_optimizer_step_pre_hook(_check_optimizer_params)
     return module
