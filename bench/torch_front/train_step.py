@@ -9,8 +9,9 @@ by dtensor.torch (dtrun), with the same code: only the imports differ (--impl).
 defaults). --model tiny: --layers (default 100) blocks of Linear(16, 16) + tanh on a (batch, 16) input: the step is
 the hooks' overhead. Each rank takes its rows of the global batch; fully_shard per block, then the root; AdamW; the
 loss is reduced over the ranks with the collectives of the same import. With --json rank 0 prints per step {"step",
-"loss", "step_s", "rss_base_bytes", "rss_peak_bytes"} and a summary {"impl", "model", "params",
-"rss_base_bytes_per_rank", "rss_peak_bytes_per_rank"} (as bench/fsdp's programs).
+"loss", "step_s", "rss_base_bytes", "rss_peak_bytes"} (with --paired also "plain_step_s": the same step of an
+unsharded copy in the same process) and a summary {"impl", "model", "params", "rss_base_bytes_per_rank",
+"rss_peak_bytes_per_rank"} (as bench/fsdp's programs).
 """
 import argparse
 import json
@@ -35,6 +36,8 @@ def parse_args(argv):
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--paired", action="store_true",
+                   help="tiny on 1 process: also a plain (unsharded) copy, timed in the same process, alternating")
     a = p.parse_args(argv)
     defaults = {"tiny": {"layers": 100, "dim": 16, "batch": 2, "seq": 1}}.get(a.model, {})
     for k, v in defaults.items():
@@ -110,6 +113,12 @@ def main(argv):
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+    plain = None
+    if args.paired:  # the per-block overhead without the scatter between processes: both models in this one
+        if args.model != "tiny" or world != 1:
+            sys.exit("train_step.py: --paired is for --model tiny on 1 process")
+        plain = build(args)
+        plain_opt = torch.optim.AdamW(plain.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     rows = args.batch // world if mesh is not None else args.batch
     mine = slice(rank * rows, (rank + 1) * rows) if mesh is not None else slice(0, rows)
     gpt_gen = torch.Generator().manual_seed(0)
@@ -122,16 +131,24 @@ def main(argv):
             gen = torch.Generator().manual_seed(1000003 + step)
             shape = (args.batch, args.seq, args.dim) if args.model == "mlp" else (args.batch, args.dim)
             inputs = torch.randn(*shape, generator=gen)[mine].contiguous()
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        out = model(inputs)
-        if args.model == "gpt":
-            loss = F.cross_entropy(out.flatten(0, 1), targets.flatten(0, 1))
-        else:
-            loss = out.pow(2).mean()
-        loss.backward()
-        optimizer.step()
-        step_s = time.perf_counter() - start
+        def one_step(model, optimizer):
+            start = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            out = model(inputs)
+            if args.model == "gpt":
+                loss = F.cross_entropy(out.flatten(0, 1), targets.flatten(0, 1))
+            else:
+                loss = out.pow(2).mean()
+            loss.backward()
+            optimizer.step()
+            return loss, time.perf_counter() - start
+
+        plain_s = None
+        if plain is not None and step % 2:  # the order alternates from step to step
+            plain_s = one_step(plain, plain_opt)[1]
+        loss, step_s = one_step(model, optimizer)
+        if plain is not None and plain_s is None:
+            plain_s = one_step(plain, plain_opt)[1]
         lt = torch.tensor([loss.item()], dtype=torch.float64)
         if mesh is not None:
             dist.all_reduce(lt, group=mesh.get_group("dp"))
@@ -139,6 +156,8 @@ def main(argv):
         if rank == 0:
             row = {"step": step, "loss": round(lt.item(), 8), "step_s": step_s, "rss_base_bytes": rss_base,
                    "rss_peak_bytes": peak_rss_bytes()}
+            if plain_s is not None:
+                row["plain_step_s"] = plain_s
             print(json.dumps(row) if args.json else f"step {step}  loss {row['loss']:.6f}  {step_s * 1e3:.2f} ms",
                   flush=True)
     t = torch.tensor([rss_base, peak_rss_bytes()], dtype=torch.int64)
