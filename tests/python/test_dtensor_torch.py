@@ -88,6 +88,13 @@ def test_fsdp_2_processes():
     launch(2, TWO)
 
 
+def test_one_process():
+    """Gathered memory that moves between forward and backward (moved_views): on 1 process, where gathers copy into
+    the pool's memory; on one host's 2 processes page-sized weights are mappings of the peers' shards, which never
+    move (Note [Gathering by mapping] in fsdp/mapped_path.cc)."""
+    launch(1, ["hook_path", "moved_views"])
+
+
 def test_fsdp_tp_2x2():
     full = ["gpt", "llama", "hsdp"] if FULL else []
     launch(4, ["gpt_tp", "gpt_tp_root", "llama_tp", "sequence_parallel", "clip", "meta_init"] + full)

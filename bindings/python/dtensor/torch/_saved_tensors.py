@@ -11,7 +11,9 @@ from ._hook_bodies import RegistryBase
 # a view of a gathered parameter as (parameter, offset, sizes, strides) and rebuild it in backward over the parameter's
 # current data (the view of the memory its pre-backward hook gathered). Other tensors pass as they are. Activation
 # checkpointing's own hooks take precedence inside checkpointed regions; their recomputation runs in backward, after
-# the pre-backward gather, so it saves views of the current memory.
+# the pre-backward gather, so it saves views of the current memory. (Parameters gathered by mapping the peers'
+# shards on one host, Note [Gathering by mapping], keep their address; the others move when the pool hands their
+# freed block to another allocation in between: torch_cases.py's moved_views forces that.)
 
 
 class GatheredRegistry(RegistryBase):
