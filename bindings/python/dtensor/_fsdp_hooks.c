@@ -64,8 +64,7 @@ static PyObject *s_grad, *s_version, *s_data, *s_h, *s_params, *s_sharded, *s_un
     }                                                \
   } while (0)
 
-/* ---- RegistryBase: the gathered parameters' memory, sorted by address ---------------------------------------------
- */
+/* ---- RegistryBase: the gathered parameters' memory, sorted by address -------------------------------------------- */
 typedef struct {
   uintptr_t start, end;
   PyObject* param; /* the unsharded face */
@@ -235,8 +234,7 @@ static PyTypeObject kRegistryType = {
     .tp_methods = kRegistryMethods,
 };
 
-/* ---- FsdpGroupBase ------------------------------------------------------------------------------------------------
- */
+/* ---- FsdpGroupBase ----------------------------------------------------------------------------------------------- */
 typedef struct {
   PyObject* params_dict; /* a module's _parameters */
   PyObject* attr;
@@ -798,8 +796,7 @@ static PyTypeObject kGroupType = {
     .tp_members = kGroupMembers,
 };
 
-/* ---- FsdpStateBase ------------------------------------------------------------------------------------------------
- */
+/* ---- FsdpStateBase ----------------------------------------------------------------------------------------------- */
 typedef struct {
   PyObject_HEAD PyObject* group; /* the TorchParamGroup (an FsdpGroupBase) or None */
   PyObject *ctx, *forward_targets, *backward_targets, *inner_call;
@@ -910,8 +907,7 @@ static PyTypeObject kStateType = {
     .tp_members = kStateMembers,
 };
 
-/* ---- fsdp_call: an FSDP module's __call__ --------------------------------------------------------------------------
- */
+/* ---- fsdp_call: an FSDP module's __call__ ------------------------------------------------------------------------ */
 static PyObject* call_python(PyObject* state, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject *rest, *kwargs, *r;
   Py_ssize_t i;
@@ -973,7 +969,7 @@ static int hook_output(State* s, PyObject* state, PyObject* out) {
 
 static PyObject* fsdp_call(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  PyObject *state, *out;
+  PyObject *state, *out, *inner;
   State* s;
   Group* g;
   int backward;
@@ -991,15 +987,22 @@ static PyObject* fsdp_call(PyObject* self, PyObject* const* args, Py_ssize_t nar
   }
   s = (State*)state;
   g = group_of(s->group);
-  if (g == NULL || s->inner_call == NULL || (backward = in_backward()) < 0) goto failed;
+  if (g == NULL || s->inner_call == NULL) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "fsdp_call: a fast state without a group or call");
+    Py_DECREF(state);
+    return NULL;
+  }
+  /* held for the call: the forward runs Python code, which may replace the state's fields */
+  Py_INCREF(g);
+  inner = Py_NewRef(s->inner_call);
+  if ((backward = in_backward()) < 0) goto failed;
   if (backward) { /* activation checkpointing's recomputation: gathered by the pre-backward */
     if (group_wait(g) < 0) goto failed;
-    out = PyObject_Vectorcall(s->inner_call, args, nargs, kwnames);
-    Py_DECREF(state);
-    return out;
+    out = PyObject_Vectorcall(inner, args, nargs, kwnames);
+    goto done;
   }
   if (group_unshard(g, 1) < 0 || group_wait(g) < 0 || unshard_all(s->forward_targets) < 0) goto failed;
-  out = PyObject_Vectorcall(s->inner_call, args, nargs, kwnames);
+  out = PyObject_Vectorcall(inner, args, nargs, kwnames);
   if (out == NULL) { /* the forward raised: reshard as after a forward, keep its exception */
     PyObject *type, *value, *traceback, *r;
     PyErr_Fetch(&type, &value, &traceback);
@@ -1018,18 +1021,20 @@ static PyObject* fsdp_call(PyObject* self, PyObject* const* args, Py_ssize_t nar
     Py_DECREF(out);
     goto failed;
   }
+  goto done;
+failed:
+  out = NULL;
+done:
+  Py_DECREF(inner);
+  Py_DECREF(g);
   Py_DECREF(state);
   return out;
-failed:
-  Py_DECREF(state);
-  return NULL;
 }
 
 static PyMethodDef kCallDef = {"fsdp_call", (PyCFunction)(void (*)(void))fsdp_call, METH_FASTCALL | METH_KEYWORDS,
                                "An FSDP module's __call__: pre-forward, the class's own call, post-forward."};
 
-/* ---- fsdp_setup ----------------------------------------------------------------------------------------------------
- */
+/* ---- fsdp_setup -------------------------------------------------------------------------------------------------- */
 /* fsdp_setup(addresses, tensor_type, to_dlpack, from_dlpack, grad_enabled, task_id, grad_capsule): addresses are
  * those of dt_fsdp_group_ unshard, wait_unshard, reshard, unsharded_data, export, accumulate_grad_dlpack,
  * reduce_grads, wait_reduce. */
