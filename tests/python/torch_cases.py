@@ -559,6 +559,21 @@ def case_errors():
     lm_loss(m3, *token_batches(1)[0]).backward()
     expect_error("optimizer state while gradients are held", lambda: dtt.optimizer_state_dict(m3, opt3), "AdamW",
                  "gradients")
+    # A block whose forward raises (here a wrong input, after a first step set the fast call up) is resharded as
+    # after a forward, and the model goes on as one that never saw the error: the same loss and gradients.
+    ref, m4 = gpt(), gpt()
+    x, y = token_batches(1)[0]
+    for model in ref, m4:
+        shard(model, dtensor_side())
+        lm_loss(model, x, y).backward()
+    expect_error("a block's forward raising", lambda: m4.blocks[0](torch.zeros(2, 3)))
+    assert not m4.blocks[0]._dt_state.group.gathered, "a block whose forward raised stayed gathered"
+    losses = [lm_loss(model, x, y) for model in (ref, m4)]
+    for loss in losses:
+        loss.backward()
+    assert torch.equal(losses[0], losses[1]), f"after a failed forward the loss differs: {losses}"
+    for a, b in zip(ref.parameters(), m4.parameters()):
+        assert torch.equal(a.grad, b.grad), "after a failed forward the gradients differ"
     # A tensor of another device kind than the mesh's (a CUDA tensor on a CPU mesh; for collectives "meta" stands for
     # it without a GPU: the check is the same; fully_shard takes meta modules: case_meta_init).
     kind = "cuda" if torch.cuda.is_available() else "meta"
@@ -570,8 +585,8 @@ def case_errors():
     expect_error("a 3-d mesh", lambda: dtt.fully_shard(nn.Linear(2, 2), mesh=dtt.init_device_mesh(
         "cpu", (W, 1, 1), mesh_dim_names=("a", "b", "c"))), "Linear", "1-d")
     if R == 0:
-        print("errors: sharding twice, a missing mesh dim, an early optimizer, a foreign device: clear messages",
-              flush=True)
+        print("errors: sharding twice, a missing mesh dim, an early optimizer, a foreign device: clear messages; a "
+              "failed forward leaves the model as it was", flush=True)
 
 
 def _ckpt_dir():

@@ -157,8 +157,11 @@ class _State(StateBase):
                 t.register_hook(self._pre_backward_hook)
 
     def _forward_failed(self):
-        """The forward raised: the root's saved-tensor hooks removed, the group resharded as after a forward."""
+        """The forward raised: the root's saved-tensor hooks removed, the group resharded as after a forward (not in
+        a recomputation inside backward, which the backward's own gather serves)."""
         ctx = self.ctx
+        if _in_backward():
+            return
         if ctx is not None and self.is_root:
             ctx.registry.exit()
         if self.reshard_post:
