@@ -1,5 +1,6 @@
 /* dtensor.torch's per-step FSDP hook bodies in C (Note [Hook costs] in dtensor/torch/_hook_bodies.py, whose
- * GroupHooks, StateHooks, RegistryHooks and fsdp_call are the same in Python, line for line; read them first):
+ * GroupHooks, StateHooks, RegistryHooks and fsdp_call are the same in Python, step for step; read them first; the
+ * methods the Python subclasses call are exposed, the rest are C functions):
  * FsdpGroupBase (a group's gathering, resharding and gradient hand-offs, calling the C API directly), FsdpStateBase
  * (the pre-backward hook), RegistryBase (the saved-tensor hooks) and fsdp_call (an FSDP module's __call__). Torch is
  * never linked: fsdp_setup hands over the few torch callables used (DLPack in and out, grad mode, the graph task).
@@ -48,7 +49,7 @@ static PyObject* g_in_flight;    /* the group whose reduce-scatter was started l
 static PyObject *s_grad, *s_version, *s_data, *s_h, *s_params, *s_sharded, *s_unsharded, *s_slots, *s_parameters,
     *s_dtype, *s_nbytes, *s_itemsize, *s_storage_offset, *s_data_ptr, *s_shape, *s_stride, *s_as_strided,
     *s_is_contiguous, *s_is_cuda, *s_requires_grad, *s_register_hook, *s_to, *s_rebuild_views, *s_ensure_group,
-    *s_accumulate_grad_dlpack, *s_group, *s_dt_state, *s_call, *s_queue_final, *s_callback_queued, *s_hook_outputs,
+    *s_accumulate_grad_dlpack, *s_dt_state, *s_call, *s_queue_final, *s_callback_queued, *s_hook_outputs,
     *s_forward_failed, *s_pre_backward_hook;
 
 /* A C API call with the GIL released (it may wait for peers); a status other than 0 raises and returns -1. */
@@ -118,12 +119,6 @@ static int registry_add(Registry* r, uintptr_t start, Py_ssize_t nbytes, PyObjec
   r->spans[i] = (Span){start, start + (uintptr_t)nbytes, param, dtype, itemsize, base_offset};
   ++r->n;
   return 0;
-}
-
-static PyObject* Registry_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
-  (void)args;
-  (void)kwds;
-  return type->tp_alloc(type, 0);
 }
 
 static int Registry_clear(PyObject* self) {
@@ -227,7 +222,7 @@ static PyTypeObject kRegistryType = {
     .tp_basicsize = sizeof(Registry),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "The gathered parameters' memory and the saved-tensor hooks (RegistryHooks in C).",
-    .tp_new = Registry_new,
+    .tp_new = PyType_GenericNew,
     .tp_dealloc = Registry_dealloc,
     .tp_traverse = Registry_traverse,
     .tp_clear = Registry_clear,
@@ -285,18 +280,6 @@ static void entries_clear(Group* g) {
   g->n = 0;
   g->handle = NULL;
   g->views_built = 0;
-}
-
-static PyObject* Group_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
-  Group* g;
-  (void)args;
-  (void)kwds;
-  g = (Group*)type->tp_alloc(type, 0);
-  if (g != NULL) {
-    g->reshard_after_backward = 1;
-    g->requires_gradient_sync = 1;
-  }
-  return (PyObject*)g;
 }
 
 static int Group_clear(PyObject* self) {
@@ -628,7 +611,10 @@ static int group_reduce(Group* g) {
 static int accumulate(Group* g, Py_ssize_t i, PyObject* capsule) {
   Managed* m;
   if (!PyCapsule_IsValid(capsule, kVersioned)) {
-    PyObject* r = PyObject_CallMethod(g->group, "accumulate_grad_dlpack", "nO", i, capsule);
+    PyObject* index = PyLong_FromSsize_t(i);
+    PyObject* r =
+        index == NULL ? NULL : PyObject_CallMethodObjArgs(g->group, s_accumulate_grad_dlpack, index, capsule, NULL);
+    Py_XDECREF(index);
     Py_XDECREF(r);
     return r == NULL ? -1 : 0;
   }
@@ -720,14 +706,6 @@ static PyObject* Group_reshard(PyObject* self, PyObject* const* args, Py_ssize_t
   return none_or_null(group_reshard((Group*)self, post_forward));
 }
 
-static PyObject* Group_stale(PyObject* self, PyObject* unused) {
-  int stale;
-  (void)unused;
-  stale = group_stale((Group*)self);
-  if (stale < 0) return NULL;
-  return PyBool_FromLong(stale);
-}
-
 static PyObject* Group_grad_ready(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   Py_ssize_t i;
   if (nargs != 2) {
@@ -737,17 +715,6 @@ static PyObject* Group_grad_ready(PyObject* self, PyObject* const* args, Py_ssiz
   i = PyLong_AsSsize_t(args[0]);
   if (i == -1 && PyErr_Occurred()) return NULL;
   return none_or_null(group_grad_ready((Group*)self, i, args[1]));
-}
-
-static PyObject* Group_reduce(PyObject* self, PyObject* unused) {
-  (void)unused;
-  if (ensure_handle((Group*)self) < 0) return NULL;
-  return none_or_null(group_reduce((Group*)self));
-}
-
-static PyObject* Group_collect(PyObject* self, PyObject* unused) {
-  (void)unused;
-  return none_or_null(group_collect((Group*)self));
 }
 
 static PyObject* Group_finish_backward(PyObject* self, PyObject* unused) {
@@ -761,10 +728,7 @@ static PyMethodDef kGroupMethods[] = {
     {"unshard", (PyCFunction)(void (*)(void))Group_unshard, METH_FASTCALL, "unshard(async_op=True)"},
     {"wait", Group_wait, METH_NOARGS, "Finishes the gather; the faces and slots view the gathered memory."},
     {"reshard", (PyCFunction)(void (*)(void))Group_reshard, METH_FASTCALL, "reshard(post_forward=False)"},
-    {"_stale", Group_stale, METH_NOARGS, "Whether a shard changed since the gather."},
     {"_grad_ready", (PyCFunction)(void (*)(void))Group_grad_ready, METH_FASTCALL, "_grad_ready(i, p)"},
-    {"reduce", Group_reduce, METH_NOARGS, "Starts the reduce-scatter of the gradients received."},
-    {"collect", Group_collect, METH_NOARGS, "Waits for the reduction; the shards' .grad set."},
     {"finish_backward", Group_finish_backward, METH_NOARGS, "After backward: reduced, collected, resharded."},
     {NULL, NULL, 0, NULL}};
 
@@ -788,7 +752,7 @@ static PyTypeObject kGroupType = {
     .tp_basicsize = sizeof(Group),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "A dtensor.torch parameter group's per-step work (GroupHooks in C).",
-    .tp_new = Group_new,
+    .tp_new = PyType_GenericNew, /* the subclass's __init__ sets every field */
     .tp_dealloc = Group_dealloc,
     .tp_traverse = Group_traverse,
     .tp_clear = Group_clear,
@@ -802,12 +766,6 @@ typedef struct {
   PyObject *ctx, *forward_targets, *backward_targets, *inner_call;
   char fast, reshard_post, pre_backward_done;
 } State;
-
-static PyObject* State_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
-  (void)args;
-  (void)kwds;
-  return type->tp_alloc(type, 0);
-}
 
 static int State_clear(PyObject* self) {
   State* s = (State*)self;
@@ -899,7 +857,7 @@ static PyTypeObject kStateType = {
     .tp_basicsize = sizeof(State),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "An FSDP module's per-call fields and its pre-backward hook (StateHooks in C).",
-    .tp_new = State_new,
+    .tp_new = PyType_GenericNew,
     .tp_dealloc = State_dealloc,
     .tp_traverse = State_traverse,
     .tp_clear = State_clear,
@@ -941,7 +899,7 @@ static int in_backward(void) {
   return v != -1;
 }
 
-static int hook_output(State* s, PyObject* state, PyObject* out) {
+static int hook_output(PyObject* state, PyObject* out) {
   PyObject *enabled, *r;
   int on;
   enabled = PyObject_CallNoArgs(g_grad_enabled);
@@ -962,7 +920,6 @@ static int hook_output(State* s, PyObject* state, PyObject* out) {
   } else {
     r = PyObject_CallMethodOneArg(state, s_hook_outputs, out);
   }
-  (void)s;
   Py_XDECREF(r);
   return r == NULL ? -1 : 0;
 }
@@ -1017,7 +974,7 @@ static PyObject* fsdp_call(PyObject* self, PyObject* const* args, Py_ssize_t nar
     }
     goto failed;
   }
-  if ((s->reshard_post && group_reshard(g, 1) < 0) || hook_output(s, state, out) < 0) {
+  if ((s->reshard_post && group_reshard(g, 1) < 0) || hook_output(state, out) < 0) {
     Py_DECREF(out);
     goto failed;
   }
@@ -1101,7 +1058,7 @@ static int intern_all(void) {
                {&s_rebuild_views, "_rebuild_views"},
                {&s_ensure_group, "_ensure_group"},
                {&s_accumulate_grad_dlpack, "accumulate_grad_dlpack"},
-               {&s_group, "group"},
+
                {&s_dt_state, "_dt_state"},
                {&s_call, "call"},
                {&s_queue_final, "_queue_final"},
