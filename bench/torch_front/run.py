@@ -16,6 +16,9 @@ processes, 1 intra-op thread each, fully_shard per block then the root, AdamW.
         (--paired), and on 2 processes (the same plus 3 collectives per block). The overhead per block is (step -
         plain step) / 100: on 1 process each run's own medians, on 2 against the 1-process runs' plain steps.
         target: dtensor.torch's on 1 process <= 20 us (the machinery; on 2 processes it is reported beside FSDP2's).
+        Beside them, the floor (train_step.py --impl hooks, 1 process, paired the same way): the hooks a sharded block
+        needs from PyTorch, with bodies that do nothing, on an unsharded model: what PyTorch's hook machinery alone
+        costs per block.
 Each round runs every side of every case (the order alternates from round to round); a run's step time is the median
 of rank 0's step_s after the warm-up steps. Prints every round's numbers, then a table of the medians over rounds
 (memory: each round's largest rank) on stderr, and one JSON line per (case, side) on stdout:
@@ -91,6 +94,8 @@ def main():
         common = ["--steps", str(steps), "--threads", "1", "--json"]
         if impl == "dtensor":
             return lambda: [dtrun, "--nproc-per-node", str(procs), python, SCRIPT, "--impl", "dtensor"] + args + common
+        if impl == "hooks":
+            return lambda: [python, SCRIPT, "--impl", "hooks"] + args + common
         return lambda: benchlib.torchrun(python, procs) + [python, SCRIPT, "--impl", "torch"] + args + common
 
     plans = []  # (key, sides)
@@ -100,7 +105,8 @@ def main():
             one = ["--model", "tiny", "--layers", str(TINY_LAYERS), "--batch", "1", "--paired"]
             plans.append(("tiny", [("dtensor-torch", side("dtensor", args)), ("torch-fsdp2", side("torch", args)),
                                    ("dtensor-torch-1", side("dtensor", one, 1, TINY_STEPS_1)),
-                                   ("torch-fsdp2-1", side("torch", one, 1, TINY_STEPS_1))]))
+                                   ("torch-fsdp2-1", side("torch", one, 1, TINY_STEPS_1)),
+                                   ("torch-hooks-1", side("hooks", one, 1, TINY_STEPS_1))]))
         else:
             for b in batches:
                 args = ["--model", c, "--batch", str(b)] + a.model_args
@@ -142,7 +148,7 @@ def main():
             # Per round: each 1-process run's (step - its plain copy's step) / blocks; the 2-process runs against
             # the plain steps of the same round. Judged on the medians over rounds.
             over = {impl: [(x["step_s"] - x["plain_step_s"]) / TINY_LAYERS * 1e6 for x in per.get((key, impl), [])
-                           if x.get("plain_step_s")] for impl in ("dtensor-torch-1", "torch-fsdp2-1")}
+                           if x.get("plain_step_s")] for impl in ("dtensor-torch-1", "torch-fsdp2-1", "torch-hooks-1")}
             plains = [x["plain_step_s"] for x in per.get((key, "dtensor-torch-1"), []) if x.get("plain_step_s")]
             if over["dtensor-torch-1"] and over["torch-fsdp2-1"] and plains:
                 pm = statistics.median(plains)
@@ -150,15 +156,21 @@ def main():
                 d2, t2 = (dm - pm) / TINY_LAYERS * 1e6, (tm - pm) / TINY_LAYERS * 1e6
                 ok = d1 <= OVERHEAD_TARGET_US
                 met, total = met + ok, total + 1
-                for impl in ("dtensor-torch-1", "torch-fsdp2-1"):
+                for impl in ("dtensor-torch-1", "torch-fsdp2-1", "torch-hooks-1"):
                     log(f"   tiny {impl:16s} per-block overhead per round (us): " +
                         " ".join(f"{v:.1f}" for v in over[impl]))
+                floor = statistics.median(over["torch-hooks-1"]) if over["torch-hooks-1"] else None
                 log(f"tiny: per-block overhead on 1 process (hooks + engine): dtensor.torch {d1:.1f} us, FSDP2 "
                     f"{t1:.1f} us; on 2 processes (with 3 collectives per block): dtensor.torch {d2:.1f} us, FSDP2 "
                     f"{t2:.1f} us (plain step {pm * 1e3:.2f} ms): {'met' if ok else 'NOT met'} (1 process <= "
                     f"{OVERHEAD_TARGET_US:.0f} us)")
+                if floor is not None:
+                    log(f"tiny: PyTorch's hook machinery alone (the same hooks with empty bodies, no sharding: the "
+                        f"floor under any FSDP on its hooks) {floor:.1f} us per block; dtensor.torch above it "
+                        f"{d1 - floor:.1f} us, FSDP2 {t1 - floor:.1f} us")
                 print(json.dumps({"bench": "torch_front", "case": "tiny", "overhead_us_per_block_1proc": round(d1, 2),
                                   "fsdp2_overhead_us_per_block_1proc": round(t1, 2),
+                                  "hook_floor_us_per_block_1proc": round(floor, 2) if floor is not None else None,
                                   "overhead_us_per_block": round(d2, 2), "fsdp2_overhead_us_per_block": round(t2, 2),
                                   "plain_step_ms": round(pm * 1e3, 3)}))
         else:

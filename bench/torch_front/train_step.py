@@ -4,6 +4,11 @@ by dtensor.torch (dtrun), with the same code: only the imports differ (--impl).
     torchrun --nproc-per-node 2 train_step.py --impl torch --model mlp --batch 2 --json
     dtrun --nproc-per-node 2 python3 train_step.py --impl dtensor --model mlp --batch 2 --json
     python3 train_step.py --impl plain --model tiny --batch 1 --json      # one process, no sharding
+    python3 train_step.py --impl hooks --model tiny --batch 1 --paired --json   # PyTorch's hook floor
+
+--impl hooks (tiny, one process, no sharding): the hooks a sharded block needs from PyTorch, with bodies that do
+nothing (install_empty_hooks): what PyTorch's hook machinery alone costs per block, the floor under any FSDP built on
+its hooks (dtensor.torch's and FSDP2's alike).
 
 --model mlp and gpt: bench/fsdp/torch_fsdp.py's models and data (its flags --layers --dim --seq apply; its
 defaults). --model tiny: --layers (default 100) blocks of Linear(16, 16) + tanh on a (batch, 16) input: the step is
@@ -27,7 +32,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "bindings", "python"))  # a so
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--impl", choices=("torch", "dtensor", "plain"), required=True)
+    p.add_argument("--impl", choices=("torch", "dtensor", "plain", "hooks"), required=True)
     p.add_argument("--model", choices=("mlp", "gpt", "tiny"), default="mlp")
     p.add_argument("--batch", type=int)
     p.add_argument("--layers", type=int)
@@ -56,9 +61,13 @@ def build(args):
             def __init__(self):
                 super().__init__()
                 self.fc = nn.Linear(args.dim, args.dim)
+                self.output_hook = None  # --impl hooks
 
             def forward(self, x):
-                return torch.tanh(self.fc(x))
+                y = torch.tanh(self.fc(x))
+                if self.output_hook is not None:
+                    y.register_hook(self.output_hook)
+                return y
 
         class Stack(nn.Module):
             def __init__(self):
@@ -81,6 +90,27 @@ def build(args):
     return torch_fsdp.build_mlp(margs) if args.model == "mlp" else torch_gpt.build_model(margs)
 
 
+def install_empty_hooks(model):
+    """--impl hooks: the hooks dtensor.torch's fully_shard gives a tiny block, with bodies that do nothing: a tensor
+    hook on each block's output (the pre-backward gather), a post-accumulate-grad hook on each parameter (the gradient
+    hand-off) and, around the root's forward, saved-tensor hooks (Note [Saved tensors of gathered parameters]). The
+    output and gradient hooks are a C function (a zero-length deque's append: one argument, returns None), the
+    saved-tensor hooks an identity."""
+    import collections
+
+    import torch
+    sink = collections.deque(maxlen=0).append
+    for layer in model.layers:
+        layer.output_hook = sink
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(sink)
+    return lambda: torch.autograd.graph.saved_tensors_hooks(_identity, _identity)
+
+
+def _identity(x):
+    return x
+
+
 def main(argv):
     args = parse_args(argv)
     import torch
@@ -96,7 +126,7 @@ def main(argv):
         from dtensor.torch import fully_shard, init_device_mesh
     torch.set_num_threads(args.threads)
     world, rank, mesh = 1, 0, None
-    if args.impl != "plain":
+    if args.impl not in ("plain", "hooks"):
         dist.init_process_group("gloo")
         world, rank = dist.get_world_size(), dist.get_rank()
         mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
@@ -112,6 +142,11 @@ def main(argv):
         for layer in model.layers:
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
+    saved_hooks = None
+    if args.impl == "hooks":
+        if args.model != "tiny":
+            sys.exit("train_step.py: --impl hooks is for --model tiny")
+        saved_hooks = install_empty_hooks(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     plain = None
     if args.paired:  # the per-block overhead without the scatter between processes: both models in this one
@@ -131,10 +166,14 @@ def main(argv):
             gen = torch.Generator().manual_seed(1000003 + step)
             shape = (args.batch, args.seq, args.dim) if args.model == "mlp" else (args.batch, args.dim)
             inputs = torch.randn(*shape, generator=gen)[mine].contiguous()
-        def one_step(model, optimizer):
+        def one_step(model, optimizer, saved_hooks=None):
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            out = model(inputs)
+            if saved_hooks is not None:
+                with saved_hooks():
+                    out = model(inputs)
+            else:
+                out = model(inputs)
             if args.model == "gpt":
                 loss = F.cross_entropy(out.flatten(0, 1), targets.flatten(0, 1))
             else:
@@ -146,7 +185,7 @@ def main(argv):
         plain_s = None
         if plain is not None and step % 2:  # the order alternates from step to step
             plain_s = one_step(plain, plain_opt)[1]
-        loss, step_s = one_step(model, optimizer)
+        loss, step_s = one_step(model, optimizer, saved_hooks)
         if plain is not None and plain_s is None:
             plain_s = one_step(plain, plain_opt)[1]
         lt = torch.tensor([loss.item()], dtype=torch.float64)
@@ -167,7 +206,8 @@ def main(argv):
     else:
         both = t
     if rank == 0:
-        summary = {"impl": {"torch": "torch-fsdp2", "dtensor": "dtensor-torch", "plain": "torch"}[args.impl],
+        summary = {"impl": {"torch": "torch-fsdp2", "dtensor": "dtensor-torch", "plain": "torch",
+                           "hooks": "torch-hooks"}[args.impl],
                    "model": args.model, "params": params, "ranks": world, "batch": args.batch,
                    "rss_base_bytes_per_rank": both[0::2].tolist(), "rss_peak_bytes_per_rank": both[1::2].tolist()}
         print(json.dumps(summary) if args.json else summary, flush=True)

@@ -48,9 +48,9 @@ static PyObject* g_in_flight;    /* the group whose reduce-scatter was started l
 
 static PyObject *s_grad, *s_version, *s_data, *s_h, *s_params, *s_sharded, *s_unsharded, *s_slots, *s_parameters,
     *s_dtype, *s_nbytes, *s_itemsize, *s_storage_offset, *s_data_ptr, *s_shape, *s_stride, *s_as_strided,
-    *s_is_contiguous, *s_is_cuda, *s_requires_grad, *s_register_hook, *s_to, *s_rebuild_views, *s_ensure_group,
-    *s_accumulate_grad_dlpack, *s_dt_state, *s_call, *s_queue_final, *s_callback_queued, *s_hook_outputs,
-    *s_forward_failed, *s_pre_backward_hook;
+    *s_is_contiguous, *s_is_cuda, *s_requires_grad, *s_register_hook, *s_grad_fn, *s_register_prehook, *s_to,
+    *s_rebuild_views, *s_ensure_group, *s_accumulate_grad_dlpack, *s_dt_state, *s_call, *s_queue_final,
+    *s_callback_queued, *s_hook_outputs, *s_forward_failed, *s_pre_backward_hook;
 
 /* A C API call with the GIL released (it may wait for peers); a status other than 0 raises and returns -1. */
 #define CALL(name, expr)                             \
@@ -149,10 +149,11 @@ static void Registry_dealloc(PyObject* self) {
   type->tp_free(self);
 }
 
-/* _pack(t): a view of gathered memory as (face, offset, shape, stride); any other tensor as it is. */
+/* _pack(t): a view of gathered memory as (face, t, the face's address, t's offset from the face's storage in elements);
+ * any other tensor as it is. */
 static PyObject* Registry_pack(PyObject* self, PyObject* t) {
   Registry* r = (Registry*)self;
-  PyObject *ptr_obj, *dtype, *shape, *stride;
+  PyObject *ptr_obj, *dtype;
   uintptr_t ptr;
   Py_ssize_t i;
   Span* s;
@@ -172,43 +173,43 @@ static PyObject* Registry_pack(PyObject* self, PyObject* t) {
   if (dtype == NULL) return NULL;
   Py_DECREF(dtype);
   if (dtype != s->dtype) goto as_is; /* another dtype's view: not rebuilt */
-  shape = PyObject_GetAttr(t, s_shape);
-  if (shape == NULL) return NULL;
-  stride = PyObject_CallMethodNoArgs(t, s_stride);
-  if (stride == NULL) {
-    Py_DECREF(shape);
-    return NULL;
-  }
-  {
-    PyObject* shape_tuple = PySequence_Tuple(shape);
-    PyObject* result = NULL;
-    Py_DECREF(shape);
-    if (shape_tuple != NULL)
-      result =
-          Py_BuildValue("(OnNN)", s->param, (Py_ssize_t)((ptr - s->start) / (uintptr_t)s->itemsize) + s->base_offset,
-                        shape_tuple, stride);
-    else
-      Py_DECREF(stride);
-    return result;
-  }
+  return Py_BuildValue("(OOKn)", s->param, t, (unsigned long long)s->start,
+                       (Py_ssize_t)((ptr - s->start) / (uintptr_t)s->itemsize) + s->base_offset);
 as_is:
   Py_INCREF(t);
   return t;
 }
 
-/* _unpack(x): the saved view over the face's current memory. */
+/* _unpack(x): the saved view itself when its face was gathered again where it was, else the same view over the face's
+ * current memory. */
 static PyObject* Registry_unpack(PyObject* self, PyObject* x) {
-  PyObject *data, *result;
+  PyObject *face, *t, *ptr_obj, *data, *shape, *stride, *result;
+  unsigned long long now;
   (void)self;
   if (!PyTuple_CheckExact(x) || PyTuple_GET_SIZE(x) != 4) {
     Py_INCREF(x);
     return x;
   }
-  data = PyObject_GetAttr(PyTuple_GET_ITEM(x, 0), s_data);
-  if (data == NULL) return NULL;
-  result = PyObject_CallMethodObjArgs(data, s_as_strided, PyTuple_GET_ITEM(x, 2), PyTuple_GET_ITEM(x, 3),
-                                      PyTuple_GET_ITEM(x, 1), NULL);
-  Py_DECREF(data);
+  face = PyTuple_GET_ITEM(x, 0);
+  t = PyTuple_GET_ITEM(x, 1);
+  ptr_obj = PyObject_CallMethodNoArgs(face, s_data_ptr);
+  if (ptr_obj == NULL) return NULL;
+  now = PyLong_AsUnsignedLongLong(ptr_obj);
+  Py_DECREF(ptr_obj);
+  if (PyErr_Occurred()) return NULL;
+  if (now == PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(x, 2))) {
+    Py_INCREF(t);
+    return t;
+  }
+  shape = PyObject_GetAttr(t, s_shape);
+  if (shape == NULL) return NULL;
+  stride = PyObject_CallMethodNoArgs(t, s_stride);
+  data = stride == NULL ? NULL : PyObject_GetAttr(face, s_data);
+  result =
+      data == NULL ? NULL : PyObject_CallMethodObjArgs(data, s_as_strided, shape, stride, PyTuple_GET_ITEM(x, 3), NULL);
+  Py_XDECREF(data);
+  Py_XDECREF(stride);
+  Py_DECREF(shape);
   return result;
 }
 
@@ -913,9 +914,18 @@ static int hook_output(PyObject* state, PyObject* out) {
     if (rg == NULL) return -1;
     Py_DECREF(rg);
     if (rg != Py_True) return 0;
+    PyObject* node;
     hook = PyObject_GetAttr(state, s_pre_backward_hook);
     if (hook == NULL) return -1;
-    r = PyObject_CallMethodOneArg(out, s_register_hook, hook);
+    node = PyObject_GetAttr(out, s_grad_fn);
+    if (node == NULL) {
+      Py_DECREF(hook);
+      return -1;
+    }
+    /* Note [The pre-backward hook's node] */
+    r = PyObject_CallMethodOneArg(node != Py_None ? node : out, node != Py_None ? s_register_prehook : s_register_hook,
+                                  hook);
+    Py_DECREF(node);
     Py_DECREF(hook);
   } else {
     r = PyObject_CallMethodOneArg(state, s_hook_outputs, out);
@@ -1054,6 +1064,8 @@ static int intern_all(void) {
                {&s_is_cuda, "is_cuda"},
                {&s_requires_grad, "requires_grad"},
                {&s_register_hook, "register_hook"},
+               {&s_grad_fn, "grad_fn"},
+               {&s_register_prehook, "register_prehook"},
                {&s_to, "to"},
                {&s_rebuild_views, "_rebuild_views"},
                {&s_ensure_group, "_ensure_group"},

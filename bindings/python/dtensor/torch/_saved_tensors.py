@@ -8,12 +8,13 @@ from ._hook_bodies import RegistryBase
 # (the engine's storage keeps its identity, but a DLPack view holds the raw address). Autograd saves views of the
 # parameters in forward (F.linear saves weight.t()) and reads them in backward, after the group was resharded and
 # gathered again: a saved view would read freed memory. So the root's forward runs under saved_tensors_hooks that save
-# a view of a gathered parameter as (parameter, offset, sizes, strides) and rebuild it in backward over the parameter's
-# current data (the view of the memory its pre-backward hook gathered). Other tensors pass as they are. Activation
-# checkpointing's own hooks take precedence inside checkpointed regions; their recomputation runs in backward, after
-# the pre-backward gather, so it saves views of the current memory. (Parameters gathered by mapping the peers'
-# shards on one host, Note [Gathering by mapping], keep their address; the others move when the pool hands their
-# freed block to another allocation in between: torch_cases.py's moved_views forces that.)
+# a view of a gathered parameter as (parameter, view, the parameter's address, the view's offset). In backward the
+# view is itself when the pre-backward hook gathered the parameter where it was (most gathers: the pool hands the
+# freed block back), and is rebuilt over the parameter's current data otherwise. Other tensors pass as they are.
+# Activation checkpointing's own hooks take precedence inside checkpointed regions; their recomputation runs in
+# backward, after the pre-backward gather, so it saves views of the current memory. (Parameters gathered by mapping the
+# peers' shards on one host, Note [Gathering by mapping], keep their address; the others move when the pool hands
+# their freed block to another allocation in between: torch_cases.py's moved_views forces that.)
 
 
 class GatheredRegistry(RegistryBase):

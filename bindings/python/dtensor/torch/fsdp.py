@@ -154,7 +154,11 @@ class _State(StateBase):
     def _hook_outputs(self, output):
         for t in tree_flatten(output)[0]:
             if isinstance(t, torch.Tensor) and t.requires_grad:
-                t.register_hook(self._pre_backward_hook)
+                node = t.grad_fn  # Note [The pre-backward hook's node]
+                if node is not None:
+                    node.register_prehook(self._pre_backward_hook)
+                else:
+                    t.register_hook(self._pre_backward_hook)
 
     def _forward_failed(self):
         """The forward raised: the root's saved-tensor hooks removed, the group resharded as after a forward (not in
