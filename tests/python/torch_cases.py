@@ -226,7 +226,9 @@ def shard(model, api, tp=1, mp=None, sequence_parallel=False, hsdp=False, config
 
 
 def train(model, mesh, steps, batches, accumulate=1, loss_fn=lm_loss, sgd=False, keep_between=False, clip=None,
-          norms=None, opt=None):
+          norms=None, opt=None, microbatches=False, probe=None):
+    """accumulate > 1: microbatches without gradient sync but the last (microbatches: with sync, and
+    set_is_last_backward only on the last; probe(model, last) after each such backward)."""
     dp, dp_rank = mesh["dp"].size(), mesh["dp"].get_local_rank()
     if opt is None:
         opt = torch.optim.SGD(model.parameters(), lr=0.5) if sgd else \
@@ -240,12 +242,16 @@ def train(model, mesh, steps, batches, accumulate=1, loss_fn=lm_loss, sgd=False,
         micro = rows // accumulate
         total = 0.0
         for a in range(accumulate):
-            if accumulate > 1:
+            if accumulate > 1 and microbatches:
+                model.set_is_last_backward(a == accumulate - 1)
+            elif accumulate > 1:
                 model.set_requires_gradient_sync(a == accumulate - 1)
                 if keep_between:  # FSDP2's recipe: keep the gathered parameters between microbatches
                     model.set_reshard_after_backward(a == accumulate - 1)
             loss = loss_fn(model, x[a * micro:(a + 1) * micro], y[a * micro:(a + 1) * micro]) / accumulate
             loss.backward()
+            if probe is not None:
+                probe(model, a == accumulate - 1)
             total += loss.item()
         if clip is not None:
             norm = clip(model.parameters(), 0.05)
@@ -283,7 +289,9 @@ def compare(case, losses, ref_losses, params, ref_params, rtol=1e-5, atol=0.0):
 
 
 def against_torch(case, make, steps=STEPS, tp=1, mp=None, accumulate=1, batches=None, rtol=1e-5, atol=0.0,
-                  loss_fn=lm_loss, sgd=False, keep_between=False, clip=False, **kwargs):
+                  loss_fn=lm_loss, sgd=False, keep_between=False, clip=False, microbatches=False, probe=None,
+                  **kwargs):
+    """probe: called on the dtensor side only (train's)."""
     batches = batches or token_batches(steps)
     ref = make()
     api = torch_side()
@@ -291,13 +299,13 @@ def against_torch(case, make, steps=STEPS, tp=1, mp=None, accumulate=1, batches=
     ref_norms, norms = [], []
     reference_clip = api["clip_grad_norm_"] if tp == 1 else clip_from_full_tensors
     ref_losses = train(ref, mesh, steps, batches, accumulate, loss_fn, sgd, keep_between,
-                       reference_clip if clip else None, ref_norms)
+                       reference_clip if clip else None, ref_norms, microbatches=microbatches)
     ref_params = full_params_torch(ref)
     model = make()
     api = dtensor_side()
     mesh = shard(model, api, tp, mp, **kwargs)
     losses = train(model, mesh, steps, batches, accumulate, loss_fn, sgd, keep_between,
-                   api["clip_grad_norm_"] if clip else None, norms)
+                   api["clip_grad_norm_"] if clip else None, norms, microbatches=microbatches, probe=probe)
     for a, b in zip(norms, ref_norms):
         assert abs(a - b) <= 1e-5 * abs(b), f"{case}: gradient norms {norms} against PyTorch's {ref_norms}"
     compare(case, losses, ref_losses, full_params_dtensor(model), ref_params, rtol, atol)
@@ -345,6 +353,22 @@ def case_bf16():
 
 def case_accumulate():
     against_torch("accumulate", gpt, steps=6, accumulate=2)
+
+
+def case_microbatches():
+    """set_is_last_backward(False) on all microbatches but the last, gradient sync on (FSDP2's microbatch recipe):
+    the same losses and parameters as PyTorch's; each backward but the last leaves a reduction in flight (Note [Not
+    the last backward]) and the last leaves none."""
+    left = []
+
+    def probe(model, last):
+        pending = [m._dt_state.group.label for m in model.modules()
+                   if getattr(m, "_dt_state", None) is not None and m._dt_state.group is not None
+                   and m._dt_state.group.reduce_issued]
+        assert len(pending) == (0 if last else 1), f"microbatches: reductions in flight {pending} (last={last})"
+        left.append(len(pending))
+    against_torch("microbatches", gpt, steps=4, accumulate=2, microbatches=True, probe=probe)
+    assert left == [1, 0] * 4, left
 
 
 def case_reshard_options():

@@ -669,10 +669,21 @@ static int group_grad_ready(Group* g, Py_ssize_t i, PyObject* p) {
   return 0;
 }
 
-static int group_finish_backward(Group* g) {
+static int group_finish_backward(Group* g, int wait) {
   if (g->pending != g->trainable && group_reduce(g) < 0) return -1;
   g->pending = g->trainable;
-  if (group_collect(g) < 0) return -1;
+  if (wait) { /* Note [Not the last backward] */
+    PyObject* previous;
+    if (group_collect(g) < 0) return -1;
+    previous = g_in_flight; /* left by an earlier backward that was not the last */
+    if (previous != NULL) {
+      int rc;
+      Py_INCREF(previous);
+      rc = group_collect((Group*)previous);
+      Py_DECREF(previous);
+      if (rc < 0) return -1;
+    }
+  }
   if (g->reshard_after_backward && group_reshard(g, 0) < 0) return -1;
   return 0;
 }
@@ -718,10 +729,15 @@ static PyObject* Group_grad_ready(PyObject* self, PyObject* const* args, Py_ssiz
   return none_or_null(group_grad_ready((Group*)self, i, args[1]));
 }
 
-static PyObject* Group_finish_backward(PyObject* self, PyObject* unused) {
-  (void)unused;
+static PyObject* Group_finish_backward(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  int wait = 1;
+  if (nargs > 1) {
+    PyErr_SetString(PyExc_TypeError, "finish_backward(wait=True)");
+    return NULL;
+  }
+  if (nargs == 1 && (wait = PyObject_IsTrue(args[0])) < 0) return NULL;
   if (ensure_handle((Group*)self) < 0) return NULL;
-  return none_or_null(group_finish_backward((Group*)self));
+  return none_or_null(group_finish_backward((Group*)self, wait));
 }
 
 static PyMethodDef kGroupMethods[] = {
@@ -730,7 +746,8 @@ static PyMethodDef kGroupMethods[] = {
     {"wait", Group_wait, METH_NOARGS, "Finishes the gather; the faces and slots view the gathered memory."},
     {"reshard", (PyCFunction)(void (*)(void))Group_reshard, METH_FASTCALL, "reshard(post_forward=False)"},
     {"_grad_ready", (PyCFunction)(void (*)(void))Group_grad_ready, METH_FASTCALL, "_grad_ready(i, p)"},
-    {"finish_backward", Group_finish_backward, METH_NOARGS, "After backward: reduced, collected, resharded."},
+    {"finish_backward", (PyCFunction)(void (*)(void))Group_finish_backward, METH_FASTCALL,
+     "finish_backward(wait=True): after backward, reduced, collected (unless wait is false), resharded."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef kGroupMembers[] = {

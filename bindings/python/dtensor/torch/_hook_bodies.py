@@ -31,6 +31,15 @@ def grad_capsule(t):
     return dtensor.tensor.producer_capsule(t)  # the protocol: CUDA work ordered before dtensor's stream
 
 
+# Note [Not the last backward]
+# set_is_last_backward(False) (FSDP2's, for microbatches) lets a backward end without waiting for its last reduction:
+# the group reduced last is still in flight when the callback at the end of backward runs, and
+# finish_backward(wait=False) leaves it so while the next microbatch's forward runs. Its gradient shards reach .grad
+# when the next backward starts a reduction (one in flight at a time: the previous one is collected first) or at the
+# end of the last backward (wait=True), which also collects what an earlier backward left in flight. Until then that
+# group's .grad lacks the microbatch: the optimizer steps after a last backward, as with FSDP2.
+
+
 class GroupHooks:
     """A group's per-step work. Fields (the compiled base has them as members): group (the FsdpParamGroup),
     registry, gathered, unshard_issued, reduce_issued, reshard_after_backward, requires_gradient_sync, early_reshard,
@@ -144,12 +153,17 @@ class GroupHooks:
             else:
                 m.sharded.grad += grad
 
-    def finish_backward(self):
-        """After backward: every reduction finished, the gradient shards set, the group resharded."""
+    def finish_backward(self, wait=True):
+        """After backward: every reduction started, the gradient shards set (wait=False: a reduction still in flight
+        is left to finish later, Note [Not the last backward]), the group resharded."""
         if self.pending != self.trainable:
             self.reduce()  # some parameters got no gradient this step
         self.pending = self.trainable
-        self.collect()
+        if wait:
+            self.collect()
+            previous = GroupHooks._in_flight[0]  # left by an earlier backward that was not the last
+            if previous is not None:
+                previous.collect()
         if self.reshard_after_backward:
             self.reshard()
 

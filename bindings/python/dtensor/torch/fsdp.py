@@ -178,9 +178,10 @@ class _State(StateBase):
 
     def post_backward_final(self):
         ctx = self.ctx
+        wait = self.is_last_backward  # Note [Not the last backward]
         for s in reversed(ctx.order):
             if s.pre_backward_done or s.group.gathered or s.group.unshard_issued:
-                s.group.finish_backward()
+                s.group.finish_backward(wait)
         for s in ctx.states:
             s.pre_backward_done = False
         ctx.callback_queued = False
@@ -265,7 +266,8 @@ class FSDPModule:
                 s.refresh()
 
     def set_is_last_backward(self, is_last_backward):
-        """Accepted for FSDP2 compatibility: every backward here ends with its gradients reduced and waited for."""
+        """False: the next backwards (microbatches) end without waiting for their last reduction, which finishes
+        during the next microbatch (Note [Not the last backward]); set True before the last one."""
         for s in self._fsdp_states(True):
             s.is_last_backward = bool(is_last_backward)
 
