@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/c_api_bench.h"
 #include "bindings/c_api/handles.h"
 #include "collectives/process_group.h"
 #include "dtensor/dtensor.h"
@@ -40,14 +41,6 @@ double thread_cpu_us() {
   return double(ts.tv_sec) * 1e6 + double(ts.tv_nsec) * 1e-3;
 }
 
-#define CHECK(call)                                                    \
-  do {                                                                 \
-    if ((call) != DT_OK) {                                             \
-      std::fprintf(stderr, "%s failed: %s\n", #call, dt_last_error()); \
-      std::exit(1);                                                    \
-    }                                                                  \
-  } while (0)
-
 constexpr const char* kUsage =
     "usage: dtrun --nproc-per-node N bench/c_api_overhead [ROWS COLS]\n"
     "  ROWS COLS  the float32 tensor's shape (default 64 16)\n";
@@ -62,14 +55,10 @@ int main(int argc, char** argv) {
     if (rows < 1 || cols < 1) throw dt::tools::UsageError{"ROWS and COLS must be positive"};
     return given;
   });
-  dt_comm_t world;
-  CHECK(dt_init_from_env(nullptr, &world));
-  int32_t rank = 0, size = 1;
-  CHECK(dt_comm_rank(world, &rank));
-  CHECK(dt_comm_size(world, &size));
-  int64_t sizes[1] = {size};
-  dt_mesh_t mesh;
-  CHECK(dt_mesh_create(world, dt_cpu(), sizes, 1, nullptr, &mesh));
+  const dt::bench::CApiWorld capi;
+  dt_comm_t world = capi.world;
+  dt_mesh_t mesh = capi.mesh;
+  const int32_t rank = capi.rank, size = capi.size;
   struct Case {
     const char* name;
     dt_placement_t from, to;
@@ -86,7 +75,7 @@ int main(int argc, char** argv) {
   constexpr int kCalls = 2000, kRounds = 7;
   for (const Case& c : cases) {
     dt_tensor_t x;
-    CHECK(dt_tensor_distribute(mesh, &b, &c.from, 1, -1, &x));
+    DT_BENCH_CHECK(dt_tensor_distribute(mesh, &b, &c.from, 1, -1, &x));
     const dt::DTensor cpp_x = dt::capi::get<dt::capi::TensorObject>(x, "x")->tensor;
     const std::vector<dt::Placement> to{c.to.kind == DT_SHARD ? dt::Placement(dt::Shard{0})
                                                               : dt::Placement(dt::Replicate{})};
@@ -94,14 +83,14 @@ int main(int argc, char** argv) {
     for (int round = 0; round < kRounds; ++round) {
       for (int side = 0; side < 2; ++side) {
         const bool c_side = (side + round) % 2 == 1;  // which side goes first alternates
-        CHECK(dt_comm_barrier(world));
+        DT_BENCH_CHECK(dt_comm_barrier(world));
         const auto t0 = Clock::now();
         const double cpu0 = thread_cpu_us();
         for (int i = 0; i < kCalls; ++i) {
           if (c_side) {
             dt_tensor_t y;
-            CHECK(dt_tensor_redistribute(x, &c.to, 1, &y));
-            CHECK(dt_tensor_destroy(y));
+            DT_BENCH_CHECK(dt_tensor_redistribute(x, &c.to, 1, &y));
+            DT_BENCH_CHECK(dt_tensor_destroy(y));
           } else {
             const dt::DTensor y = cpp_x.redistribute(to);
             (void)y;
@@ -123,9 +112,7 @@ int main(int argc, char** argv) {
           "\"added_best_us\":%.3f}\n",
           c.name, size, (long long)rows, (long long)cols, clock, a, m, m - a, ab, mb, mb - ab);
     }
-    CHECK(dt_tensor_destroy(x));
+    DT_BENCH_CHECK(dt_tensor_destroy(x));
   }
-  CHECK(dt_mesh_destroy(mesh));
-  CHECK(dt_comm_destroy(world));
   return 0;
 }

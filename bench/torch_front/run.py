@@ -18,7 +18,8 @@ processes, 1 intra-op thread each, fully_shard per block then the root, AdamW.
         target: dtensor.torch's on 1 process <= 20 us (the machinery; on 2 processes it is reported beside FSDP2's).
         Beside them, the floor (train_step.py --impl hooks, 1 process, paired the same way): the hooks a sharded block
         needs from PyTorch, with bodies that do nothing, on an unsharded model: what PyTorch's hook machinery alone
-        costs per block.
+        costs per block; and the engine alone (bench/engine_calls on 1 and 2 processes: the same C API calls per
+        block, no PyTorch).
 Each round runs every side of every case (the order alternates from round to round); a run's step time is the median
 of rank 0's step_s after the warm-up steps. Prints every round's numbers, then a table of the medians over rounds
 (memory: each round's largest rank) on stderr, and one JSON line per (case, side) on stdout:
@@ -62,6 +63,21 @@ def summarize(rows, warmup):
     plain = benchlib.median_step_s([dict(r, step_s=r["plain_step_s"]) for r in paired], warmup) if paired else None
     return {"step_s": benchlib.median_step_s(steps, warmup), "plain_step_s": plain,
             "above": max(above) if above else None, "loss_last": steps[-1].get("loss")}
+
+
+def engine_alone(build, dtrun):
+    """bench/engine_calls on 1 and 2 processes: {processes: us per block} (empty when it is not built)."""
+    program = os.path.join(build, "bench", "engine_calls")
+    if not os.access(program, os.X_OK):
+        log(f"tiny: {program} is not built (ninja -C {build} bench/engine_calls): no engine-alone rows")
+        return {}
+    out = {}
+    for n in (1, 2):
+        rows = benchlib.parse_rows(benchlib.run(f"engine_calls {n}", [dtrun, "--nproc-per-node", str(n), program],
+                                                dict(os.environ)) or "")
+        if rows:
+            out[n] = rows[-1]["total_us"]
+    return out
 
 
 def main():
@@ -164,6 +180,11 @@ def main():
                     f"{t1:.1f} us; on 2 processes (with 3 collectives per block): dtensor.torch {d2:.1f} us, FSDP2 "
                     f"{t2:.1f} us (plain step {pm * 1e3:.2f} ms): {'met' if ok else 'NOT met'} (1 process <= "
                     f"{OVERHEAD_TARGET_US:.0f} us)")
+                engine = engine_alone(a.build, dtrun)
+                if engine:
+                    log("tiny: the engine alone (bench/engine_calls: the same 13 C API calls per block, no PyTorch), "
+                        "us per block: " + ", ".join(f"{n} process{'es' if n > 1 else ''} {v:.1f}"
+                                                  for n, v in sorted(engine.items())))
                 if floor is not None:
                     log(f"tiny: PyTorch's hook machinery alone (the same hooks with empty bodies, no sharding: the "
                         f"floor under any FSDP on its hooks) {floor:.1f} us per block; dtensor.torch above it "

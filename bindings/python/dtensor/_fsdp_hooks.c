@@ -693,13 +693,18 @@ static PyObject* none_or_null(int rc) {
   Py_RETURN_NONE;
 }
 
-static PyObject* Group_unshard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  int async = 1;
+/* A method's one optional flag (positional): `fallback` when not given; -1 (raised, naming `usage`) when more are. */
+static int optional_flag(PyObject* const* args, Py_ssize_t nargs, int fallback, const char* usage) {
   if (nargs > 1) {
-    PyErr_SetString(PyExc_TypeError, "unshard(async_op=True)");
-    return NULL;
+    PyErr_SetString(PyExc_TypeError, usage);
+    return -1;
   }
-  if (nargs == 1 && (async = PyObject_IsTrue(args[0])) < 0) return NULL;
+  return nargs == 1 ? PyObject_IsTrue(args[0]) : fallback;
+}
+
+static PyObject* Group_unshard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  int async = optional_flag(args, nargs, 1, "unshard(async_op=True)");
+  if (async < 0) return NULL;
   return none_or_null(group_unshard((Group*)self, async));
 }
 
@@ -709,12 +714,8 @@ static PyObject* Group_wait(PyObject* self, PyObject* unused) {
 }
 
 static PyObject* Group_reshard(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  int post_forward = 0;
-  if (nargs > 1) {
-    PyErr_SetString(PyExc_TypeError, "reshard(post_forward=False)");
-    return NULL;
-  }
-  if (nargs == 1 && (post_forward = PyObject_IsTrue(args[0])) < 0) return NULL;
+  int post_forward = optional_flag(args, nargs, 0, "reshard(post_forward=False)");
+  if (post_forward < 0) return NULL;
   return none_or_null(group_reshard((Group*)self, post_forward));
 }
 
@@ -730,13 +731,8 @@ static PyObject* Group_grad_ready(PyObject* self, PyObject* const* args, Py_ssiz
 }
 
 static PyObject* Group_finish_backward(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  int wait = 1;
-  if (nargs > 1) {
-    PyErr_SetString(PyExc_TypeError, "finish_backward(wait=True)");
-    return NULL;
-  }
-  if (nargs == 1 && (wait = PyObject_IsTrue(args[0])) < 0) return NULL;
-  if (ensure_handle((Group*)self) < 0) return NULL;
+  int wait = optional_flag(args, nargs, 1, "finish_backward(wait=True)");
+  if (wait < 0 || ensure_handle((Group*)self) < 0) return NULL;
   return none_or_null(group_finish_backward((Group*)self, wait));
 }
 
