@@ -97,7 +97,7 @@ def test_one_process():
 
 def test_fsdp_tp_2x2():
     full = ["gpt", "llama", "hsdp"] if FULL else []
-    launch(4, ["gpt_tp", "gpt_tp_root", "llama_tp", "sequence_parallel", "clip", "meta_init"] + full)
+    launch(4, ["gpt_tp", "gpt_tp_root", "llama_tp", "sequence_parallel", "clip", "meta_init", "meta_init_tp"] + full)
 
 
 @pytest.mark.skipif(not FULL, reason="--full: the 2-process cases on 4 processes")

@@ -495,6 +495,28 @@ def case_meta_init():
               f"assemble the parameters", flush=True)
 
 
+def case_meta_init_tp():
+    """torchtitan's order with tensor parallelism (Note [Meta-device parameters]): the model built on the meta device,
+    parallelize_module per block, fully_shard, to_empty, then the reference's full weights loaded: trains as PyTorch
+    FSDP2 + parallelize_module does from the same weights."""
+    ref_full = {k: v.clone() for k, v in gpt().state_dict().items()}
+    sides = []
+
+    def make():
+        sides.append(len(sides))
+        if len(sides) == 1:  # the reference first, then dtensor.torch's
+            return gpt()
+        with torch.device("meta"):
+            return Gpt()
+
+    def configure(model):
+        if len(sides) == 2:
+            assert all(p.is_meta for p in model.parameters()), "meta_init_tp: the sharded model is not on meta"
+            model.to_empty(device="cpu")
+            dtt.load_full_state_dict(model, ref_full)
+    against_torch("meta_init_tp", make, steps=4, tp=2, configure=configure)
+
+
 def case_collectives():
     mesh = dtt.init_device_mesh("cpu", (W,), mesh_dim_names=("dp",))
     g = mesh.get_group("dp")

@@ -29,18 +29,19 @@ from ._hook_bodies import GroupBase
 
 
 class _Managed:
-    __slots__ = ("name", "slots", "sharded", "unsharded", "shape", "requires_grad")
+    __slots__ = ("name", "slots", "sharded", "unsharded", "shape", "block_shape", "requires_grad")
 
 
 _PENDING = []  # groups made over meta-device parameters, in creation order (Note [Meta-device parameters])
 
 # Note [Meta-device parameters]
-# A model built under torch.device("meta") is sharded before it has values (torchtitan's order: fully_shard, then
-# model.to_empty(device=...), then its own initialization). fully_shard then shows each module a meta parameter of
-# its shard's shape; to_empty replaces those by uninitialized ones on the device, and the program initializes them
-# (each rank its own rows). The engine group is made at the first use that needs it (a forward, unshard(), a state
-# dict): each shard is gathered into the whole parameter (HSDP: replica 0's shards first broadcast over the
-# replicate dim, so that the replicas agree), the group is made over it as over a real module, and the program's
+# A model built under torch.device("meta") is sharded before it has values (torchtitan's order: parallelize_module,
+# fully_shard, then model.to_empty(device=...), then its own initialization). fully_shard then shows each module a
+# meta parameter of its shard's shape (of this rank's tensor-parallel block for a parameter parallelize_module split);
+# to_empty replaces those by uninitialized ones on the device, and the program initializes them (each rank its own
+# rows). The engine group is made at the first use that needs it (a forward, unshard(), a state dict): each shard is
+# gathered into the whole parameter or block (HSDP: replica 0's shards first broadcast over the replicate dim, so
+# that the replicas agree), the group is made over it as over a real module, and the program's
 # parameter objects (which the optimizer may already hold) become views of the engine's shards. Every rank makes the
 # groups in the order of its fully_shard calls, which is the same everywhere.
 
@@ -67,6 +68,7 @@ class TorchParamGroup(GroupBase):
         for (name, p), where in zip(named_params, slots):
             m = _Managed()
             m.name, m.slots, m.shape, m.requires_grad = name, where, tuple(p.shape), p.requires_grad
+            m.block_shape = tuple(p.shape)  # this rank's block: the whole parameter, or its tensor-parallel block
             m.sharded = None
             tp = getattr(p, "_dt_tp", None)  # (tp mesh, placements, global shape) from parallelize_module
             if tp is not None:
@@ -90,10 +92,10 @@ class TorchParamGroup(GroupBase):
         self.requires_gradient_sync = True
         self.received = 0
         if any(meta):
-            if not all(meta) or any(self.tp):
+            if not all(meta):
                 raise NotImplementedError(f"fully_shard({label}): meta-device parameters are taken when all of a "
-                                          f"group's are on the meta device and none is tensor-parallel; "
-                                          f"materialize the module first (to_empty and initialize)")
+                                          f"group's are on the meta device; materialize the module first (to_empty "
+                                          f"and initialize)")
             k, r = mesh.shape[-1], mesh.get_coordinate()[-1]
             for m, (_, p) in zip(self.params, named_params):
                 shape = list(p.shape)
@@ -170,15 +172,16 @@ class TorchParamGroup(GroupBase):
             local = current.detach()
             if mesh.ndim > 1:  # HSDP: the replicas take replica 0's rows
                 broadcast(local, 0, mesh[mesh.mesh_dim_names[0]])
-            if not m.shape:
+            block = m.block_shape  # a tensor-parallel parameter's FSDP rows are those of this rank's block
+            if not block:
                 values.append(local)
                 continue
-            c = -(-m.shape[0] // k)
-            padded = local.new_zeros((c, *m.shape[1:]))
+            c = -(-block[0] // k)
+            padded = local.new_zeros((c, *block[1:]))
             padded[:local.shape[0]] = local
-            whole = local.new_empty((k * c, *m.shape[1:]))
+            whole = local.new_empty((k * c, *block[1:]))
             all_gather_into_tensor(whole, padded, shard_mesh)
-            values.append(whole[:m.shape[0]].contiguous())
+            values.append(whole[:block[0]].contiguous())
         self._make_group(values)
         for m in self.params:
             for module, attr in m.slots:
