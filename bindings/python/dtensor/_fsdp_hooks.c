@@ -923,11 +923,10 @@ static int hook_output(PyObject* state, PyObject* out) {
   if (on <= 0) return on;
   if (PyObject_TypeCheck(out, (PyTypeObject*)g_tensor_type)) {
     PyObject* rg = PyObject_GetAttr(out, s_requires_grad);
-    PyObject* hook;
+    PyObject *hook, *node;
     if (rg == NULL) return -1;
     Py_DECREF(rg);
     if (rg != Py_True) return 0;
-    PyObject* node;
     hook = PyObject_GetAttr(state, s_pre_backward_hook);
     if (hook == NULL) return -1;
     node = PyObject_GetAttr(out, s_grad_fn);
