@@ -150,10 +150,17 @@ GroupLayout make_group_layout(const std::vector<std::string>& names, const std::
     rc.members.push_back(i);
     rc.slot_numel += p.reduce_padded_numel;
   }
-  // Division of the gradients.
+  set_gradient_division(g, mesh, options);
+  return g;
+}
+
+void set_gradient_division(GroupLayout& g, const DeviceMesh& mesh, const FsdpOptions& options) {
   const int64_t dp_size = mesh.size();
   const double factor = options.gradient_divide_factor.value_or(double(dp_size));
-  DT_CHECK_ARG(factor > 0, "fully_shard: gradient_divide_factor must be positive, got ", factor);
+  DT_CHECK_ARG(factor > 0 && std::isfinite(factor), "fully_shard: gradient_divide_factor must be positive, got ",
+               factor);
+  g.average_in_collective = false;
+  g.pre_divide = g.post_divide = 1;
   bool any_f16 = false;
   for (const ReduceClass& rc : g.reduce_classes) any_f16 = any_f16 || rc.dtype == DType::f16;
   if (any_f16) {
@@ -166,7 +173,6 @@ GroupLayout make_group_layout(const std::vector<std::string>& names, const std::
   } else {
     g.post_divide = factor;
   }
-  return g;
 }
 
 DTensor make_shard(const DTensor& param, const ParamLayout& p, bool cpu_offload) {

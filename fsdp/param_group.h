@@ -100,6 +100,9 @@ class ParamGroup {
   // Takes the reduced gradients out (fully_shard moves them into the Variables).
   std::vector<DTensor> take_sharded_grads();
   void set_requires_gradient_sync(bool on) { sync_grads_ = on; }
+  // The divide factor of the next reductions (FSDP2's set_gradient_divide_factor; unset: the average over the
+  // mesh's ranks). Waits for a reduction in flight first (it divides by the factor it started with).
+  void set_gradient_divide_factor(std::optional<double> factor);
   bool requires_gradient_sync() const { return sync_grads_; }
 
   // ---- memory (bytes on this rank) ----

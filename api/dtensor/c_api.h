@@ -408,6 +408,9 @@ DT_API dt_status_t dt_fsdp_group_wait_reduce(dt_fsdp_group_t g);
 /* Parameter i's reduced gradient shard (after wait_reduce; *out NULL when it got none). */
 DT_API dt_status_t dt_fsdp_group_sharded_grad(dt_fsdp_group_t g, int32_t i, dt_tensor_t* out);
 DT_API dt_status_t dt_fsdp_group_set_requires_gradient_sync(dt_fsdp_group_t g, int32_t on);
+/* The divide factor of the next reductions (as options.gradient_divide_factor: 0 averages over the data-parallel
+ * ranks, 1 sums; PyTorch FSDP2's set_gradient_divide_factor). Waits for a reduction in flight first. */
+DT_API dt_status_t dt_fsdp_group_set_gradient_divide_factor(dt_fsdp_group_t g, double factor);
 
 /* The hand-offs a host framework's hooks make every step, batched per group and without tensor handles (the
  * Python package's dtensor.torch makes them; Note [Hook hand-offs] in bindings/python/dtensor/torch/_param_group.py):

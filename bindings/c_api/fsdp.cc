@@ -1,4 +1,6 @@
 // The FSDP engine (fsdp/param_group.h) through the C API, for frameworks that keep their own modules and autograd.
+#include <cmath>
+
 #include "bindings/c_api/dlpack_block.h"
 #include "bindings/c_api/funnel.h"
 #include "core/error.h"
@@ -142,6 +144,14 @@ dt_status_t dt_fsdp_group_sharded_grad(dt_fsdp_group_t g, int32_t i, dt_tensor_t
 dt_status_t dt_fsdp_group_set_requires_gradient_sync(dt_fsdp_group_t g, int32_t on) {
   return call("dt_fsdp_group_set_requires_gradient_sync",
               [&] { get<FsdpGroupObject>(g, "group")->group->set_requires_gradient_sync(on != 0); });
+}
+
+dt_status_t dt_fsdp_group_set_gradient_divide_factor(dt_fsdp_group_t g, double factor) {
+  return call("dt_fsdp_group_set_gradient_divide_factor", [&] {
+    auto o = group(g, "dt_fsdp_group_set_gradient_divide_factor");
+    DT_CHECK_ARG(factor >= 0 && std::isfinite(factor), "factor ", factor, ": 0 (the average) or a positive factor");
+    o->group->set_gradient_divide_factor(factor > 0 ? std::optional<double>(factor) : std::nullopt);
+  });
 }
 
 dt_status_t dt_fsdp_group_unsharded_data(dt_fsdp_group_t g, void** out, int32_t n) {

@@ -503,6 +503,9 @@ int main(int argc, char** argv) {
                     dt_fsdp_group_export(group, DT_FSDP_UNSHARDED_PARAMS, views, 1));
     }
     CHECK(dt_fsdp_group_set_requires_gradient_sync(group, 1));
+    CHECK(dt_fsdp_group_set_gradient_divide_factor(group, 1.0));
+    CHECK(dt_fsdp_group_set_gradient_divide_factor(group, 0.0));
+    EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "factor -2", dt_fsdp_group_set_gradient_divide_factor(group, -2.0));
     EXPECT_STATUS(DT_ERR_INVALID_ARGUMENT, "parameter index 3", dt_fsdp_group_sharded_param(group, 3, &shard_t));
     CHECK(dt_tensor_destroy(rgrad));
     CHECK(dt_tensor_destroy(gathered));

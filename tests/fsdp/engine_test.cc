@@ -108,9 +108,12 @@ TEST_P(FsdpGather, ShardsGatherAndRefillUnevenParameters) {
   });
 }
 
+// `factor`: set with set_gradient_divide_factor after the group was made (FSDP2's call) instead of in `options`.
 void check_reduction(const DeviceMesh& mesh, const fsdp::FsdpOptions& options, double divide,
-                     const std::vector<Param>& params = kParams) {
+                     const std::vector<Param>& params = kParams,
+                     std::optional<std::optional<double>> factor = std::nullopt) {
   ParamGroup g("group", names_of(params), replicated(mesh, params), mesh, options);
+  if (factor) g.set_gradient_divide_factor(*factor);
   const int64_t n = mesh.size();
   const int64_t me = mesh.shape().linear_index(mesh.coordinate());
   const int64_t shard_size = mesh.size(mesh.ndim() - 1), shard_rank = mesh.local_rank(mesh.ndim() - 1);
@@ -154,6 +157,9 @@ TEST_P(FsdpGather, ReduceScatterAveragesOrSumsUnevenGradients) {
     check_reduction(mesh, {}, 3.0);                               // the default: the average
     check_reduction(mesh, {.gradient_divide_factor = 1.0}, 1.0);  // the sum
     check_reduction(mesh, {.gradient_divide_factor = 6.0}, 6.0);  // any factor
+    // Set after the group was made: a factor, and back to the average.
+    check_reduction(mesh, {}, 6.0, kParams, std::optional<double>(6.0));
+    check_reduction(mesh, {.gradient_divide_factor = 1.0}, 3.0, kParams, std::optional<double>());
   });
 }
 
@@ -245,6 +251,13 @@ TEST(FsdpEngine, RejectsBadInput) {
       }
     };
     const std::vector<Param> one{{"w", {4, 2}, DType::f32}};
+    // A divide factor that is not positive, set later: refused, the group unchanged.
+    {
+      ParamGroup g("g", {"w"}, replicated(mesh, one), mesh, {.gradient_divide_factor = 2.0});
+      expect_error([&] { g.set_gradient_divide_factor(-1.0); }, "must be positive");
+      expect_error([&] { g.set_gradient_divide_factor(0.0); }, "must be positive");
+      EXPECT_EQ(g.options().gradient_divide_factor, std::optional<double>(2.0));
+    }
     // Already sharded on the FSDP mesh.
     std::vector<DTensor> sharded{distribute_tensor(value_of(one[0], 1), mesh, {Shard{0}}, {}, std::nullopt)};
     expect_error([&] { ParamGroup g("g", {"w"}, sharded, mesh, {}); }, "already laid out as S(0)");
@@ -261,7 +274,7 @@ TEST(FsdpEngine, RejectsBadInput) {
 }
 
 // f16 gradients: the divide factor is split before and after the sum (pre 2, post 2 for 4 ranks), so 4 x 20000
-// (80000 > f16's 65504) never overflows: the mean comes back.
+// (80000 > f16's 65504) never overflows: the mean comes back; a factor set later is split the same way.
 TEST(FsdpEngine, HalfPrecisionReductionDividesBeforeAndAfter) {
   op_test::on_mesh({4}, [](const DeviceMesh& mesh) {
     fsdp::FsdpOptions o;
@@ -275,6 +288,17 @@ TEST(FsdpEngine, HalfPrecisionReductionDividesBeforeAndAfter) {
     const Tensor got = g.sharded_grad(0).to_local();
     EXPECT_EQ(got.dtype(), DType::f32);
     for (double v : got.to_vector()) EXPECT_EQ(v, 20000.0);
+    // The split follows a factor set later: 1 sums (4 x 1000), 8 divides by 4 before and 2 after (4 x 1000 / 8).
+    g.reshard();
+    for (const auto& [factor, want] : {std::pair{1.0, 4000.0}, {8.0, 500.0}}) {
+      g.set_gradient_divide_factor(factor);
+      g.unshard(false);
+      g.accumulate_grad(0, DTensor::from_local(Tensor::full({4, 2}, 1000.0, DType::f16), mesh, {Replicate{}}));
+      g.reduce_grads();
+      g.wait_for_reduce();
+      for (double v : g.sharded_grad(0).to_local().to_vector()) EXPECT_EQ(v, want) << "factor " << factor;
+      g.reshard();
+    }
   });
 }
 

@@ -5,10 +5,11 @@ Each test launches `dtrun --nproc-per-node N python3 torch_cases.py CASE...`; in
 trains the same model with PyTorch FSDP2 (+ parallelize_module) on gloo and with dtensor.torch, and compares losses
 and final parameters (torch_cases.py says how). The default run (meson, suite 'python') covers: the plain GPT and
 transformers' Llama with FSDP on 2 processes, bf16 mixed precision, gradient accumulation without sync, microbatches
-with set_is_last_backward, kept parameters after forward, activation checkpointing, shared, frozen and tiny
-parameters, the collectives against gloo's, the errors; FSDP + TP (and sequence parallelism) on 2 x 2; a checkpoint
-saved on 2 processes and loaded on 4 (FSDP + TP), the Hugging Face export read back by transformers; one run under
-torchrun. --full adds FSDP on 4 processes for both models, HSDP, bf16 Llama, and the rest of the cases on 4.
+with set_is_last_backward, set_gradient_divide_factor, kept parameters after forward, activation checkpointing,
+shared, frozen and tiny parameters, the collectives against gloo's, the errors; FSDP + TP (and sequence parallelism)
+and a meta-device model with TP on 2 x 2; a checkpoint saved on 2 processes and loaded on 4 (FSDP + TP), the Hugging
+Face export read back by transformers; one run under torchrun. --full adds FSDP on 4 processes for both models,
+HSDP, bf16 Llama, and the rest of the cases on 4.
 
 Run by meson: it re-executes itself under the build folder's py-venv (DT_PY_VENV) and runs pytest on itself; exit
 77 (skipped, with the reason) when torch, transformers or pytest is missing. Environment (meson sets it): DTRUN,
@@ -80,8 +81,8 @@ def launch(nproc, cases, extra_env=None):
     return check(cmd, environment(extra_env), cases, nproc)
 
 
-TWO = ["hook_path", "gpt", "llama", "bf16", "accumulate", "microbatches", "reshard_options", "edge", "prefetch",
-       "clip", "collectives", "errors", "meta_init"]
+TWO = ["hook_path", "gpt", "llama", "bf16", "accumulate", "microbatches", "divide_factor", "reshard_options", "edge",
+       "prefetch", "clip", "collectives", "errors", "meta_init"]
 
 
 def test_fsdp_2_processes():

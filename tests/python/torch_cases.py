@@ -371,6 +371,22 @@ def case_microbatches():
     assert left == [1, 0] * 4, left
 
 
+def case_divide_factor():
+    """torchtitan's disable_fsdp_gradient_division: set_gradient_divide_factor(1.0) on every FSDP module (the
+    gradients summed over the ranks, the loss divided by the script), then 2.0 on the blocks, with force-sum
+    reductions; SGD, whose steps show a wrong factor (AdamW's would hide it): the same losses and parameters as
+    PyTorch FSDP2's."""
+    def configure(model):
+        for m in model.modules():
+            if hasattr(m, "set_gradient_divide_factor") and hasattr(m, "reshard"):
+                m.set_force_sum_reduction_for_comms(True)  # gloo has no PREMUL_SUM: FSDP2 needs sums there
+                m.set_gradient_divide_factor(1.0)
+        for blk in blocks_of(model):
+            blk.set_gradient_divide_factor(2.0)
+    against_torch("divide_factor", gpt, steps=4, sgd=True, configure=configure,
+                  loss_fn=lambda m, x, y: lm_loss(m, x, y) / W)
+
+
 def case_reshard_options():
     against_torch("keep_after_forward", gpt, steps=4, reshard_after_forward=False)
 

@@ -222,6 +222,7 @@ _SIGNATURES = {
     "dt_fsdp_group_wait_reduce": [_h],
     "dt_fsdp_group_sharded_grad": [_h, c_int32, _p(_h)],
     "dt_fsdp_group_set_requires_gradient_sync": [_h, c_int32],
+    "dt_fsdp_group_set_gradient_divide_factor": [_h, c_double],
     "dt_fsdp_group_memory": [_h, _p(FsdpMemory)],
     "dt_fsdp_group_unsharded_data": [_h, _p(c_void_p), c_int32],
     "dt_fsdp_group_export": [_h, c_int32, _p(_p(DLManagedTensorVersioned)), c_int32],

@@ -95,6 +95,10 @@ class FsdpParamGroup(Handle):
     def set_requires_gradient_sync(self, on):
         _lib.lib.dt_fsdp_group_set_requires_gradient_sync(self._h, 1 if on else 0)
 
+    def set_gradient_divide_factor(self, factor=None):
+        """The divide factor of the next reductions (None: the average over the data-parallel ranks; 1.0 sums)."""
+        _lib.lib.dt_fsdp_group_set_gradient_divide_factor(self._h, 0.0 if factor is None else float(factor))
+
     def memory(self):
         m = _lib.FsdpMemory()
         m.struct_size = ctypes.sizeof(m)

@@ -90,6 +90,8 @@ class TorchParamGroup(GroupBase):
         self.reduce_issued = False
         self.reshard_after_backward = True
         self.requires_gradient_sync = True
+        self.divide_factor = None  # set_gradient_divide_factor's (None: the engine's default, the average)
+        self.force_sum = False  # set_force_sum_reduction_for_comms's
         self.received = 0
         if any(meta):
             if not all(meta):
@@ -132,6 +134,8 @@ class TorchParamGroup(GroupBase):
             f.close()
         if not self.requires_gradient_sync:
             self.group.set_requires_gradient_sync(False)
+        if self.divide_factor is not None or self.force_sum:
+            self.group.set_gradient_divide_factor(self._engine_factor())
         gathered_dtype = mp_policy.param_dtype
         for i, m in enumerate(self.params):
             shard = self.group.sharded_param(i)
@@ -210,6 +214,28 @@ class TorchParamGroup(GroupBase):
         self.requires_gradient_sync = bool(on)
         if self.group is not None:
             self.group.set_requires_gradient_sync(on)
+
+    def set_gradient_divide_factor(self, factor):
+        factor = float(factor)
+        if not factor > 0 or factor == float("inf"):
+            raise ValueError(f"set_gradient_divide_factor({self.label}): the factor must be positive and finite, got "
+                             f"{factor}")
+        self.divide_factor = factor
+        if self.group is not None:
+            self.group.set_gradient_divide_factor(self._engine_factor())
+
+    def set_force_sum_reduction_for_comms(self, enable):
+        self.force_sum = bool(enable)
+        if self.group is not None:
+            self.group.set_gradient_divide_factor(self._engine_factor())
+
+    def _engine_factor(self):
+        """The engine's factor: set_gradient_divide_factor's; else, with force_sum, the data-parallel size given
+        explicitly (the collectives sum, the sum is divided after, as FSDP2's force-sum reductions); else None (the
+        collectives average)."""
+        if self.divide_factor is not None:
+            return self.divide_factor
+        return float(self.mesh.size()) if self.force_sum else None
 
     def close(self):
         if self.group is not None:

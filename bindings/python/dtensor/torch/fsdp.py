@@ -265,6 +265,22 @@ class FSDPModule:
                 s.reshard_after_forward = reshard_after_forward
                 s.refresh()
 
+    def set_gradient_divide_factor(self, factor):
+        """This module's gradients are divided by `factor` in the next reductions (default: the data-parallel size;
+        1.0 sums them, as torchtitan does when it divides the loss itself). This module only, as FSDP2's."""
+        if self._dt_state.group is not None:
+            self._dt_state.group.set_gradient_divide_factor(factor)
+
+    def set_force_sum_reduction_for_comms(self, enable):
+        """True: this module's reductions sum, and the sum is divided by the factor after (FSDP2's; the default
+        averages in the collective). This module only, as FSDP2's."""
+        if self._dt_state.group is not None:
+            self._dt_state.group.set_force_sum_reduction_for_comms(enable)
+
+    def set_reduce_scatter_divide_factor(self, factor):
+        """FSDP2's older name of set_gradient_divide_factor."""
+        self.set_gradient_divide_factor(factor)
+
     def set_is_last_backward(self, is_last_backward):
         """False: the next backwards (microbatches) end without waiting for their last reduction, which finishes
         during the next microbatch (Note [Not the last backward]); set True before the last one."""
