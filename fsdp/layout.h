@@ -72,8 +72,8 @@ GroupLayout make_group_layout(const std::vector<std::string>& names, const std::
                               const DeviceMesh& mesh, const FsdpOptions& options);
 
 // The gradient division fields of `g` from options.gradient_divide_factor (unset: the average over the mesh's ranks):
-// make_group_layout sets them, ParamGroup::set_gradient_divide_factor again. InvalidArgument for a factor that is not
-// positive and finite.
+// make_group_layout sets them, ParamGroup::set_gradient_divide_factor again. InvalidArgument, with `g` unchanged, for
+// a factor that is not positive and finite.
 void set_gradient_division(GroupLayout& g, const DeviceMesh& mesh, const FsdpOptions& options);
 
 // This rank's shard of a parameter (a copy of its rows: the only persistent copy from now on), on the host when

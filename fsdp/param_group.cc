@@ -285,14 +285,9 @@ void ParamGroup::wait_for_reduce() {
 void ParamGroup::set_gradient_divide_factor(std::optional<double> factor) {
   FsdpOptions options = options_;
   options.gradient_divide_factor = factor;
-  GroupLayout& L = impl_->g.layout;
-  GroupLayout checked = L;
-  set_gradient_division(checked, mesh_, options);  // throws on a bad factor before anything changes
   wait_for_reduce();
+  set_gradient_division(impl_->g.layout, mesh_, options);  // a bad factor throws before it changes anything
   options_ = options;
-  L.average_in_collective = checked.average_in_collective;
-  L.pre_divide = checked.pre_divide;
-  L.post_divide = checked.post_divide;
   impl_->reduce_path = select_data_path(impl_->g, Direction::kReduce);  // a pre-division rules out some paths
 }
 

@@ -192,6 +192,7 @@ def main():
                 print(json.dumps({"bench": "torch_front", "case": "tiny", "overhead_us_per_block_1proc": round(d1, 2),
                                   "fsdp2_overhead_us_per_block_1proc": round(t1, 2),
                                   "hook_floor_us_per_block_1proc": round(floor, 2) if floor is not None else None,
+                                  "engine_us_per_block": {str(n): v for n, v in engine.items()},
                                   "overhead_us_per_block": round(d2, 2), "fsdp2_overhead_us_per_block": round(t2, 2),
                                   "plain_step_ms": round(pm * 1e3, 3)}))
         else:

@@ -358,7 +358,7 @@ def case_accumulate():
 def case_microbatches():
     """set_is_last_backward(False) on all microbatches but the last, gradient sync on (FSDP2's microbatch recipe):
     the same losses and parameters as PyTorch's; each backward but the last leaves a reduction in flight (Note [Not
-    the last backward]) and the last leaves none."""
+    the last backward]) and the last leaves none; called on a block, the setting reaches the root."""
     left = []
 
     def probe(model, last):
@@ -367,8 +367,12 @@ def case_microbatches():
                    and m._dt_state.group.reduce_issued]
         assert len(pending) == (0 if last else 1), f"microbatches: reductions in flight {pending} (last={last})"
         left.append(len(pending))
-    against_torch("microbatches", gpt, steps=4, accumulate=2, microbatches=True, probe=probe)
+    model = against_torch("microbatches", gpt, steps=4, accumulate=2, microbatches=True, probe=probe)
     assert left == [1, 0] * 4, left
+    # Once the root is made, the setting is the whole tree's whichever module it is called on (FSDP2's is shared).
+    for last in (False, True):
+        model.blocks[0].set_is_last_backward(last)
+        assert model._dt_state.is_last_backward is last, "set_is_last_backward on a block missed the root"
 
 
 def case_divide_factor():

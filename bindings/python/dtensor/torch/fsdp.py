@@ -283,8 +283,10 @@ class FSDPModule:
 
     def set_is_last_backward(self, is_last_backward):
         """False: the next backwards (microbatches) end without waiting for their last reduction, which finishes
-        during the next microbatch (Note [Not the last backward]); set True before the last one."""
-        for s in self._fsdp_states(True):
+        during the next microbatch (Note [Not the last backward]); set True before the last one. Once the forward
+        made the root, it applies to the root's whole tree, whichever module it is called on (FSDP2's is shared)."""
+        ctx = self._dt_state.ctx
+        for s in ctx.states if ctx is not None else self._fsdp_states(True):
             s.is_last_backward = bool(is_last_backward)
 
     def set_modules_to_forward_prefetch(self, modules):
