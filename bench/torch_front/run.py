@@ -16,9 +16,11 @@ processes, 1 intra-op thread each, fully_shard per block then the root, AdamW.
         (--paired), and on 2 processes (the same plus 3 collectives per block). The overhead per block is (step -
         plain step) / 100: on 1 process each run's own medians, on 2 against the 1-process runs' plain steps.
         target: dtensor.torch's on 1 process <= 20 us (the machinery; on 2 processes it is reported beside FSDP2's).
-        Beside them, the floor (train_step.py --impl hooks, 1 process, paired the same way): the hooks a sharded block
-        needs from PyTorch, with bodies that do nothing, on an unsharded model: what PyTorch's hook machinery alone
-        costs per block; and the engine alone (bench/engine_calls on 1 and 2 processes: the same C API calls per
+        dtensor.torch runs its compiled hook bodies with the libtorch bridge (C++ autograd hooks, Note [The libtorch
+        bridge]); the 1-process run is repeated without it (DTENSOR_TORCH_BRIDGE=0: the hooks through torch's Python
+        API). Beside them, the floor of that Python API (train_step.py --impl hooks, 1 process, paired the same way):
+        the hooks a sharded block would register through it, with bodies that do nothing, on an unsharded model; and
+        the engine alone (bench/engine_calls on 1 and 2 processes: the same C API calls per
         block, no PyTorch).
 Each round runs every side of every case (the order alternates from round to round); a run's step time is the median
 of rank 0's step_s after the warm-up steps. Prints every round's numbers, then a table of the medians over rounds
@@ -102,14 +104,16 @@ def main():
     compiled = glob.glob(os.path.join(a.build, "tests", "python", "_speedups.*.so"))
     if compiled and not os.environ.get("DTENSOR_NO_SPEEDUPS"):
         os.environ.setdefault("DTENSOR_SPEEDUPS", compiled[0])
+    os.environ.setdefault("DTENSOR_TORCH_BRIDGE_CACHE", os.path.join(a.build, "torch-bridge"))  # as the tests
     log("bench/torch_front: dtensor.torch on its " + ("compiled" if os.environ.get("DTENSOR_SPEEDUPS") and
                                                       not os.environ.get("DTENSOR_NO_SPEEDUPS") else "Python") +
         " hook bodies")
 
-    def side(impl, args, procs=2, steps=a.steps):
+    def side(impl, args, procs=2, steps=a.steps, env=()):
         common = ["--steps", str(steps), "--threads", "1", "--json"]
         if impl == "dtensor":
-            return lambda: [dtrun, "--nproc-per-node", str(procs), python, SCRIPT, "--impl", "dtensor"] + args + common
+            return lambda: (["env", *env] if env else []) + [dtrun, "--nproc-per-node", str(procs), python, SCRIPT,
+                                                             "--impl", "dtensor"] + args + common
         if impl == "hooks":
             return lambda: [python, SCRIPT, "--impl", "hooks"] + args + common
         return lambda: benchlib.torchrun(python, procs) + [python, SCRIPT, "--impl", "torch"] + args + common
@@ -121,6 +125,8 @@ def main():
             one = ["--model", "tiny", "--layers", str(TINY_LAYERS), "--batch", "1", "--paired"]
             plans.append(("tiny", [("dtensor-torch", side("dtensor", args)), ("torch-fsdp2", side("torch", args)),
                                    ("dtensor-torch-1", side("dtensor", one, 1, TINY_STEPS_1)),
+                                   ("dtensor-torch-1-nobridge", side("dtensor", one, 1, TINY_STEPS_1,
+                                                                     ["DTENSOR_TORCH_BRIDGE=0"])),
                                    ("torch-fsdp2-1", side("torch", one, 1, TINY_STEPS_1)),
                                    ("torch-hooks-1", side("hooks", one, 1, TINY_STEPS_1))]))
         else:
@@ -164,7 +170,8 @@ def main():
             # Per round: each 1-process run's (step - its plain copy's step) / blocks; the 2-process runs against
             # the plain steps of the same round. Judged on the medians over rounds.
             over = {impl: [(x["step_s"] - x["plain_step_s"]) / TINY_LAYERS * 1e6 for x in per.get((key, impl), [])
-                           if x.get("plain_step_s")] for impl in ("dtensor-torch-1", "torch-fsdp2-1", "torch-hooks-1")}
+                           if x.get("plain_step_s")]
+                    for impl in ("dtensor-torch-1", "dtensor-torch-1-nobridge", "torch-fsdp2-1", "torch-hooks-1")}
             plains = [x["plain_step_s"] for x in per.get((key, "dtensor-torch-1"), []) if x.get("plain_step_s")]
             if over["dtensor-torch-1"] and over["torch-fsdp2-1"] and plains:
                 pm = statistics.median(plains)
@@ -172,10 +179,12 @@ def main():
                 d2, t2 = (dm - pm) / TINY_LAYERS * 1e6, (tm - pm) / TINY_LAYERS * 1e6
                 ok = d1 <= OVERHEAD_TARGET_US
                 met, total = met + ok, total + 1
-                for impl in ("dtensor-torch-1", "torch-fsdp2-1", "torch-hooks-1"):
-                    log(f"   tiny {impl:16s} per-block overhead per round (us): " +
+                for impl in ("dtensor-torch-1", "dtensor-torch-1-nobridge", "torch-fsdp2-1", "torch-hooks-1"):
+                    log(f"   tiny {impl:24s} per-block overhead per round (us): " +
                         " ".join(f"{v:.1f}" for v in over[impl]))
                 floor = statistics.median(over["torch-hooks-1"]) if over["torch-hooks-1"] else None
+                nobridge = statistics.median(over["dtensor-torch-1-nobridge"]) if over["dtensor-torch-1-nobridge"] \
+                    else None
                 log(f"tiny: per-block overhead on 1 process (hooks + engine): dtensor.torch {d1:.1f} us, FSDP2 "
                     f"{t1:.1f} us; on 2 processes (with 3 collectives per block): dtensor.torch {d2:.1f} us, FSDP2 "
                     f"{t2:.1f} us (plain step {pm * 1e3:.2f} ms): {'met' if ok else 'NOT met'} (1 process <= "
@@ -185,13 +194,18 @@ def main():
                     log("tiny: the engine alone (bench/engine_calls: the same 13 C API calls per block, no PyTorch), "
                         "us per block: " + ", ".join(f"{n} process{'es' if n > 1 else ''} {v:.1f}"
                                                   for n, v in sorted(engine.items())))
+                if nobridge is not None:
+                    log(f"tiny: dtensor.torch without the libtorch bridge (its hooks through torch's Python API) "
+                        f"{nobridge:.1f} us per block on 1 process")
                 if floor is not None:
-                    log(f"tiny: PyTorch's hook machinery alone (the same hooks with empty bodies, no sharding: the "
-                        f"floor under any FSDP on its hooks) {floor:.1f} us per block; dtensor.torch above it "
-                        f"{d1 - floor:.1f} us, FSDP2 {t1 - floor:.1f} us")
+                    log(f"tiny: PyTorch's Python hook API alone (the same hooks registered through it with empty "
+                        f"bodies, no sharding: the floor under any FSDP on that API, FSDP2's included) {floor:.1f} us "
+                        f"per block")
                 print(json.dumps({"bench": "torch_front", "case": "tiny", "overhead_us_per_block_1proc": round(d1, 2),
                                   "fsdp2_overhead_us_per_block_1proc": round(t1, 2),
                                   "hook_floor_us_per_block_1proc": round(floor, 2) if floor is not None else None,
+                                  "overhead_us_per_block_1proc_nobridge":
+                                      round(nobridge, 2) if nobridge is not None else None,
                                   "engine_us_per_block": {str(n): v for n, v in engine.items()},
                                   "overhead_us_per_block": round(d2, 2), "fsdp2_overhead_us_per_block": round(t2, 2),
                                   "plain_step_ms": round(pm * 1e3, 3)}))

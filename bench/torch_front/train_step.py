@@ -65,8 +65,8 @@ def build(args):
 
             def forward(self, x):
                 y = torch.tanh(self.fc(x))
-                if self.output_hook is not None:
-                    y.register_hook(self.output_hook)
+                if self.output_hook is not None:  # on the output's node, as fully_shard's
+                    y.grad_fn.register_prehook(self.output_hook)
                 return y
 
         class Stack(nn.Module):
@@ -91,24 +91,17 @@ def build(args):
 
 
 def install_empty_hooks(model):
-    """--impl hooks: the hooks dtensor.torch's fully_shard gives a tiny block, with bodies that do nothing: a tensor
-    hook on each block's output (the pre-backward gather), a post-accumulate-grad hook on each parameter (the gradient
-    hand-off) and, around the root's forward, saved-tensor hooks (Note [Saved tensors of gathered parameters]). The
-    output and gradient hooks are a C function (a zero-length deque's append: one argument, returns None), the
-    saved-tensor hooks an identity."""
+    """--impl hooks: the hooks dtensor.torch's fully_shard gives a tiny block through PyTorch's Python API, with
+    bodies that do nothing: a hook on each block's output (the pre-backward gather) and a post-accumulate-grad hook on
+    each parameter (the gradient hand-off). Both are a C function (a zero-length deque's append: one argument, returns
+    None)."""
     import collections
 
-    import torch
     sink = collections.deque(maxlen=0).append
     for layer in model.layers:
         layer.output_hook = sink
     for p in model.parameters():
         p.register_post_accumulate_grad_hook(sink)
-    return lambda: torch.autograd.graph.saved_tensors_hooks(_identity, _identity)
-
-
-def _identity(x):
-    return x
 
 
 def main(argv):
@@ -142,11 +135,10 @@ def main(argv):
         for layer in model.layers:
             fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
-    saved_hooks = None
     if args.impl == "hooks":
         if args.model != "tiny":
             sys.exit("train_step.py: --impl hooks is for --model tiny")
-        saved_hooks = install_empty_hooks(model)
+        install_empty_hooks(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
     plain = None
     if args.paired:  # the per-block overhead without the scatter between processes: both models in this one
@@ -166,14 +158,10 @@ def main(argv):
             gen = torch.Generator().manual_seed(1000003 + step)
             shape = (args.batch, args.seq, args.dim) if args.model == "mlp" else (args.batch, args.dim)
             inputs = torch.randn(*shape, generator=gen)[mine].contiguous()
-        def one_step(model, optimizer, saved_hooks=None):
+        def one_step(model, optimizer):
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
-            if saved_hooks is not None:
-                with saved_hooks():
-                    out = model(inputs)
-            else:
-                out = model(inputs)
+            out = model(inputs)
             if args.model == "gpt":
                 loss = F.cross_entropy(out.flatten(0, 1), targets.flatten(0, 1))
             else:
@@ -185,7 +173,7 @@ def main(argv):
         plain_s = None
         if plain is not None and step % 2:  # the order alternates from step to step
             plain_s = one_step(plain, plain_opt)[1]
-        loss, step_s = one_step(model, optimizer, saved_hooks)
+        loss, step_s = one_step(model, optimizer)
         if plain is not None and plain_s is None:
             plain_s = one_step(plain, plain_opt)[1]
         lt = torch.tensor([loss.item()], dtype=torch.float64)

@@ -64,7 +64,8 @@ def fail(msg):
 
 
 def package_modules():
-    """The modules the wheel must hold: every .py under bindings/python/dtensor (what package_modules.py lists)."""
+    """The files the wheel must hold: every .py under bindings/python/dtensor and the libtorch bridge's source (what
+    package_modules.py lists)."""
     r = subprocess.run([sys.executable, os.path.join(PKG, "package_modules.py")], capture_output=True, text=True,
                        check=True)
     return sorted(r.stdout.split())

@@ -650,9 +650,30 @@ def case_errors():
                  "all_reduce", kind)
     expect_error("a 3-d mesh", lambda: dtt.fully_shard(nn.Linear(2, 2), mesh=dtt.init_device_mesh(
         "cpu", (W, 1, 1), mesh_dim_names=("a", "b", "c"))), "Linear", "1-d")
+    # An error inside a pre-backward hook reaches backward()'s caller as itself: here a prefetch target that is not a
+    # group (on the compiled bodies the hook is the libtorch bridge's C++ one, Note [The libtorch bridge], and the C
+    # body's type check raises; the Python body calls the target's unshard()).
+    from dtensor.torch import _hook_bodies as bodies
+
+    class Broken:
+        def unshard(self):
+            raise KeyError("a broken prefetch target")
+
+    m5 = gpt()
+    shard(m5, dtensor_side())
+    lm_loss(m5, x, y).backward()  # the first step sets the fast call up
+    m5.blocks[1]._dt_state.backward_targets = (Broken(),)
+    compiled = bodies.GroupBase is not bodies.GroupHooks
+    expected = TypeError if compiled else KeyError
+    try:
+        lm_loss(m5, x, y).backward()
+    except expected as e:
+        assert ("Broken" if compiled else "broken prefetch") in str(e), e
+    else:
+        raise AssertionError(f"a pre-backward hook's {expected.__name__} did not reach backward()")
     if R == 0:
         print("errors: sharding twice, a missing mesh dim, an early optimizer, a foreign device: clear messages; a "
-              "failed forward leaves the model as it was", flush=True)
+              "failed forward leaves the model as it was; a hook's error reaches backward()", flush=True)
 
 
 def _ckpt_dir():
@@ -750,20 +771,23 @@ def case_hf_export():
 
 def case_hook_path():
     """The per-step hook bodies in use (Note [Hook costs]): the compiled ones where the package's _speedups is loaded
-    (meson names the build's in DTENSOR_SPEEDUPS), the Python ones under DTENSOR_NO_SPEEDUPS; the other cases then
-    check whichever runs against PyTorch."""
+    (meson names the build's in DTENSOR_SPEEDUPS), with the libtorch bridge unless DTENSOR_TORCH_BRIDGE=0 (Note [The
+    libtorch bridge]), the Python ones under DTENSOR_NO_SPEEDUPS; the other cases then check whichever runs against
+    PyTorch."""
     from dtensor.torch import _hook_bodies as bodies
     compiled = bool(os.environ.get("DTENSOR_SPEEDUPS")) and not os.environ.get("DTENSOR_NO_SPEEDUPS")
     used = bodies.GroupBase is not bodies.GroupHooks
     assert used == compiled, f"compiled hook bodies expected: {compiled}, in use: {used}"
     assert (bodies.StateBase is not bodies.StateHooks) == used
-    assert (bodies.RegistryBase is not bodies.RegistryHooks) == used
+    bridge = used and os.environ.get("DTENSOR_TORCH_BRIDGE", "") != "0"  # Note [The libtorch bridge]
+    assert bodies.bridged == bridge, f"the libtorch bridge expected: {bridge}, in use: {bodies.bridged}"
     if R == 0:
-        print(f"hook_path: the {'compiled' if used else 'Python'} hook bodies", flush=True)
+        print(f"hook_path: the {'compiled' if used else 'Python'} hook bodies" +
+              (", with the libtorch bridge" if bridge else ""), flush=True)
 
 
 def case_moved_views():
-    """Note [Saved tensors of gathered parameters]: gathered memory that moves between forward and backward. Between
+    """Note [Gathered memory that moves]: gathered memory that moves between forward and backward. Between
     the two, NaN-filled blocks of the gathered parameters' sizes are held, so that the pool hands them the freed
     memory and the backward's gathers land elsewhere (each such gather rebuilds its group's views: counted); a saved
     view of the old memory would read NaN. The middle layer's weight must move: its saved view computes the first

@@ -1,8 +1,8 @@
 /* dtensor.torch's per-step FSDP hook bodies in C (Note [Hook costs] in dtensor/torch/_hook_bodies.py, whose
- * GroupHooks, StateHooks, RegistryHooks and fsdp_call are the same in Python, step for step; read them first; the
+ * GroupHooks, StateHooks and fsdp_call are the same in Python, step for step; read them first; the
  * methods the Python subclasses call are exposed, the rest are C functions):
  * FsdpGroupBase (a group's gathering, resharding and gradient hand-offs, calling the C API directly), FsdpStateBase
- * (the pre-backward hook), RegistryBase (the saved-tensor hooks) and fsdp_call (an FSDP module's __call__). Torch is
+ * (the pre-backward hook) and fsdp_call (an FSDP module's __call__). Torch is
  * never linked: fsdp_setup hands over the few torch callables used (DLPack in and out, grad mode, the graph task).
  * Whatever is not the common case calls back into the Python subclass. */
 #define PY_SSIZE_T_CLEAN
@@ -12,6 +12,7 @@
 #include <structmember.h>
 
 #include "_speedups.h"
+#include "_torch_bridge.h"
 
 /* The C API functions used, with the opaque handle as void* (the same ABI); fsdp_setup receives their addresses. */
 typedef int32_t (*group_flag_fn)(void* g, int32_t flag);
@@ -38,16 +39,17 @@ static const char kVersioned[] = "dltensor_versioned";
 static const char kUsedVersioned[] = "used_dltensor_versioned";
 
 /* torch's callables (fsdp_setup) */
-static PyObject* g_tensor_type;  /* torch.Tensor */
-static PyObject* g_to_dlpack;    /* torch._C._to_dlpack_versioned or None */
-static PyObject* g_from_dlpack;  /* torch._C._from_dlpack */
-static PyObject* g_grad_enabled; /* torch.is_grad_enabled */
-static PyObject* g_task_id;      /* torch._C._current_graph_task_id */
-static PyObject* g_grad_capsule; /* _hook_bodies.grad_capsule (non-contiguous or CUDA gradients) */
-static PyObject* g_in_flight;    /* the group whose reduce-scatter was started last and not waited for */
+static PyObject* g_tensor_type;       /* torch.Tensor */
+static PyObject* g_to_dlpack;         /* torch._C._to_dlpack_versioned or None */
+static PyObject* g_from_dlpack;       /* torch._C._from_dlpack */
+static PyObject* g_grad_enabled;      /* torch.is_grad_enabled */
+static PyObject* g_task_id;           /* torch._C._current_graph_task_id */
+static PyObject* g_grad_capsule;      /* _hook_bodies.grad_capsule (non-contiguous or CUDA gradients) */
+static PyObject* g_in_flight;         /* the group whose reduce-scatter was started last and not waited for */
+static const DtTorchBridge* g_bridge; /* the libtorch bridge (fsdp_bridge), or NULL */
+static Py_ssize_t g_native;           /* faces whose post-accumulate-grad hook is the bridge's */
 
-static PyObject *s_grad, *s_version, *s_data, *s_h, *s_params, *s_sharded, *s_unsharded, *s_slots, *s_parameters,
-    *s_dtype, *s_nbytes, *s_itemsize, *s_storage_offset, *s_data_ptr, *s_shape, *s_stride, *s_as_strided,
+static PyObject *s_grad, *s_version, *s_h, *s_params, *s_sharded, *s_unsharded, *s_slots, *s_parameters, *s_dtype,
     *s_is_contiguous, *s_is_cuda, *s_requires_grad, *s_register_hook, *s_grad_fn, *s_register_prehook, *s_to,
     *s_rebuild_views, *s_ensure_group, *s_accumulate_grad_dlpack, *s_dt_state, *s_call, *s_queue_final,
     *s_callback_queued, *s_hook_outputs, *s_forward_failed, *s_pre_backward_hook;
@@ -65,171 +67,6 @@ static PyObject *s_grad, *s_version, *s_data, *s_h, *s_params, *s_sharded, *s_un
     }                                                \
   } while (0)
 
-/* ---- RegistryBase: the gathered parameters' memory, sorted by address -------------------------------------------- */
-typedef struct {
-  uintptr_t start, end;
-  PyObject* param; /* the unsharded face */
-  PyObject* dtype;
-  Py_ssize_t itemsize, base_offset; /* base_offset: the face's storage offset, in elements */
-} Span;
-typedef struct {
-  PyObject_HEAD Span* spans;
-  Py_ssize_t n, cap;
-} Registry;
-
-static Py_ssize_t registry_find(Registry* r, uintptr_t address) { /* the last span starting at or below; -1: none */
-  Py_ssize_t lo = 0, hi = r->n;
-  while (lo < hi) {
-    Py_ssize_t mid = (lo + hi) / 2;
-    if (r->spans[mid].start <= address)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo - 1;
-}
-
-static void registry_remove(Registry* r, uintptr_t start) {
-  Py_ssize_t i = registry_find(r, start);
-  if (i < 0 || r->spans[i].start != start) return;
-  Py_DECREF(r->spans[i].param);
-  Py_DECREF(r->spans[i].dtype);
-  memmove(&r->spans[i], &r->spans[i + 1], (size_t)(r->n - i - 1) * sizeof(Span));
-  --r->n;
-}
-
-static int registry_add(Registry* r, uintptr_t start, Py_ssize_t nbytes, PyObject* param, PyObject* dtype,
-                        Py_ssize_t itemsize, Py_ssize_t base_offset) {
-  Py_ssize_t i;
-  registry_remove(r, start); /* by address, as a dict would */
-  if (r->n == r->cap) {
-    Py_ssize_t cap = r->cap ? 2 * r->cap : 16;
-    Span* grown = PyMem_Realloc(r->spans, (size_t)cap * sizeof(Span));
-    if (grown == NULL) {
-      PyErr_NoMemory();
-      return -1;
-    }
-    r->spans = grown;
-    r->cap = cap;
-  }
-  i = registry_find(r, start) + 1;
-  memmove(&r->spans[i + 1], &r->spans[i], (size_t)(r->n - i) * sizeof(Span));
-  Py_INCREF(param);
-  Py_INCREF(dtype);
-  r->spans[i] = (Span){start, start + (uintptr_t)nbytes, param, dtype, itemsize, base_offset};
-  ++r->n;
-  return 0;
-}
-
-static int Registry_clear(PyObject* self) {
-  Registry* r = (Registry*)self;
-  while (r->n > 0) {
-    --r->n;
-    Py_CLEAR(r->spans[r->n].param);
-    Py_CLEAR(r->spans[r->n].dtype);
-  }
-  return 0;
-}
-
-static int Registry_traverse(PyObject* self, visitproc visit, void* arg) {
-  Registry* r = (Registry*)self;
-  Py_ssize_t i;
-  for (i = 0; i < r->n; ++i) {
-    Py_VISIT(r->spans[i].param);
-    Py_VISIT(r->spans[i].dtype);
-  }
-  return 0;
-}
-
-static void Registry_dealloc(PyObject* self) {
-  PyTypeObject* type = Py_TYPE(self);
-  PyObject_GC_UnTrack(self);
-  Registry_clear(self);
-  PyMem_Free(((Registry*)self)->spans);
-  type->tp_free(self);
-}
-
-/* _pack(t): a view of gathered memory as (face, t, the face's address, t's offset from the face's storage in elements);
- * any other tensor as it is. */
-static PyObject* Registry_pack(PyObject* self, PyObject* t) {
-  Registry* r = (Registry*)self;
-  PyObject *ptr_obj, *dtype;
-  uintptr_t ptr;
-  Py_ssize_t i;
-  Span* s;
-  if (r->n == 0) goto as_is;
-  ptr_obj = PyObject_CallMethodNoArgs(t, s_data_ptr);
-  if (ptr_obj == NULL) { /* no storage (meta): as it is */
-    PyErr_Clear();
-    goto as_is;
-  }
-  ptr = (uintptr_t)PyLong_AsUnsignedLongLong(ptr_obj);
-  Py_DECREF(ptr_obj);
-  if (PyErr_Occurred()) return NULL;
-  i = registry_find(r, ptr);
-  if (i < 0 || !(ptr < r->spans[i].end || ptr == r->spans[i].start)) goto as_is;
-  s = &r->spans[i];
-  dtype = PyObject_GetAttr(t, s_dtype);
-  if (dtype == NULL) return NULL;
-  Py_DECREF(dtype);
-  if (dtype != s->dtype) goto as_is; /* another dtype's view: not rebuilt */
-  return Py_BuildValue("(OOKn)", s->param, t, (unsigned long long)s->start,
-                       (Py_ssize_t)((ptr - s->start) / (uintptr_t)s->itemsize) + s->base_offset);
-as_is:
-  Py_INCREF(t);
-  return t;
-}
-
-/* _unpack(x): the saved view itself when its face was gathered again where it was, else the same view over the face's
- * current memory. */
-static PyObject* Registry_unpack(PyObject* self, PyObject* x) {
-  PyObject *face, *t, *ptr_obj, *data, *shape, *stride, *result;
-  unsigned long long now;
-  (void)self;
-  if (!PyTuple_CheckExact(x) || PyTuple_GET_SIZE(x) != 4) {
-    Py_INCREF(x);
-    return x;
-  }
-  face = PyTuple_GET_ITEM(x, 0);
-  t = PyTuple_GET_ITEM(x, 1);
-  ptr_obj = PyObject_CallMethodNoArgs(face, s_data_ptr);
-  if (ptr_obj == NULL) return NULL;
-  now = PyLong_AsUnsignedLongLong(ptr_obj);
-  Py_DECREF(ptr_obj);
-  if (PyErr_Occurred()) return NULL;
-  if (now == PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(x, 2))) {
-    Py_INCREF(t);
-    return t;
-  }
-  shape = PyObject_GetAttr(t, s_shape);
-  if (shape == NULL) return NULL;
-  stride = PyObject_CallMethodNoArgs(t, s_stride);
-  data = stride == NULL ? NULL : PyObject_GetAttr(face, s_data);
-  result =
-      data == NULL ? NULL : PyObject_CallMethodObjArgs(data, s_as_strided, shape, stride, PyTuple_GET_ITEM(x, 3), NULL);
-  Py_XDECREF(data);
-  Py_XDECREF(stride);
-  Py_DECREF(shape);
-  return result;
-}
-
-static PyMethodDef kRegistryMethods[] = {{"_pack", Registry_pack, METH_O, "The saved-tensor pack hook."},
-                                         {"_unpack", Registry_unpack, METH_O, "The saved-tensor unpack hook."},
-                                         {NULL, NULL, 0, NULL}};
-
-static PyTypeObject kRegistryType = {
-    PyVarObject_HEAD_INIT(NULL, 0)  // (the macro ends in a comma)
-        .tp_name = "dtensor._speedups.RegistryBase",
-    .tp_basicsize = sizeof(Registry),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "The gathered parameters' memory and the saved-tensor hooks (RegistryHooks in C).",
-    .tp_new = PyType_GenericNew,
-    .tp_dealloc = Registry_dealloc,
-    .tp_traverse = Registry_traverse,
-    .tp_clear = Registry_clear,
-    .tp_methods = kRegistryMethods,
-};
-
 /* ---- FsdpGroupBase ----------------------------------------------------------------------------------------------- */
 typedef struct {
   PyObject* params_dict; /* a module's _parameters */
@@ -237,17 +74,16 @@ typedef struct {
 } Slot;
 
 typedef struct {
-  PyObject *sharded, *unsharded, *sharded_dtype, *unsharded_dtype;
+  PyObject *sharded, *unsharded, *sharded_dtype;
   Slot* slots;
   Py_ssize_t nslots;
-  void* view;                               /* the address the unsharded face views */
-  Py_ssize_t nbytes, itemsize, base_offset; /* of the face, for the registry */
-  long long version;                        /* the shard's version at the last gather */
+  void* view;        /* the address the unsharded face views */
+  long long version; /* the shard's version at the last gather */
+  char native;       /* its gradient hand-offs go through the bridge (Note [The libtorch bridge]) */
 } Entry;
 
 typedef struct {
   PyObject_HEAD PyObject* group; /* the FsdpParamGroup (members below are the Python fields of GroupHooks) */
-  PyObject* registry;
   char gathered, unshard_issued, reduce_issued, reshard_after_backward, requires_gradient_sync, early_reshard;
   Py_ssize_t trainable, pending, received;
   /* bound by _bind() */
@@ -264,10 +100,13 @@ static void entries_clear(Group* g) {
   Py_ssize_t i, k;
   for (i = 0; i < g->n; ++i) {
     Entry* e = &g->entries[i];
+    if (e->native) {
+      if (g_bridge->clear_grad_hook(e->unsharded, (PyObject*)g) < 0) PyErr_WriteUnraisable(e->unsharded);
+      --g_native;
+    }
     Py_CLEAR(e->sharded);
     Py_CLEAR(e->unsharded);
     Py_CLEAR(e->sharded_dtype);
-    Py_CLEAR(e->unsharded_dtype);
     for (k = 0; k < e->nslots; ++k) {
       Py_CLEAR(e->slots[k].params_dict);
       Py_CLEAR(e->slots[k].attr);
@@ -287,7 +126,6 @@ static int Group_clear(PyObject* self) {
   Group* g = (Group*)self;
   if (g_in_flight == self) Py_CLEAR(g_in_flight);
   Py_CLEAR(g->group);
-  Py_CLEAR(g->registry);
   entries_clear(g);
   return 0;
 }
@@ -296,7 +134,6 @@ static int Group_traverse(PyObject* self, visitproc visit, void* arg) {
   Group* g = (Group*)self;
   Py_ssize_t i, k;
   Py_VISIT(g->group);
-  Py_VISIT(g->registry);
   for (i = 0; i < g->n; ++i) {
     Py_VISIT(g->entries[i].sharded);
     Py_VISIT(g->entries[i].unsharded);
@@ -310,6 +147,27 @@ static void Group_dealloc(PyObject* self) {
   PyObject_GC_UnTrack(self);
   Group_clear(self);
   type->tp_free(self);
+}
+
+static int bridge_grad_ready(PyObject* ctx, Py_ssize_t i, void* managed);
+
+/* Note [The libtorch bridge]: a CPU face that takes gradients gets the bridge's post-accumulate-grad hook (replacing
+ * the Python one the subclass registered), and its reduced shards go to .grad through the bridge. */
+static int bind_native(Group* g, Entry* e, Py_ssize_t i) {
+  PyObject *rg, *cuda;
+  int ok;
+  if (g_bridge == NULL || !PyObject_TypeCheck(e->unsharded, (PyTypeObject*)g_tensor_type)) return 0;
+  rg = PyObject_GetAttr(e->unsharded, s_requires_grad);
+  cuda = rg == NULL ? NULL : PyObject_GetAttr(e->unsharded, s_is_cuda);
+  ok = rg == Py_True && cuda == Py_False;
+  Py_XDECREF(rg);
+  Py_XDECREF(cuda);
+  if (cuda == NULL) return -1;
+  if (!ok) return 0;
+  if (g_bridge->set_grad_hook(e->unsharded, bridge_grad_ready, (PyObject*)g, i) < 0) return -1;
+  e->native = 1;
+  ++g_native;
+  return 0;
 }
 
 static int bind_entry(Entry* e, PyObject* m) {
@@ -363,10 +221,6 @@ static PyObject* Group_bind(PyObject* self, PyObject* unused) {
   (void)unused;
   entries_clear(g);
   if (g->group == NULL || g->group == Py_None) Py_RETURN_NONE;
-  if (g->registry == NULL || !PyObject_TypeCheck(g->registry, &kRegistryType)) {
-    PyErr_SetString(PyExc_TypeError, "FsdpGroupBase._bind: the registry must be a RegistryBase");
-    return NULL;
-  }
   h = PyObject_GetAttr(g->group, s_h);
   if (h == NULL) return NULL;
   if (h == Py_None) {
@@ -394,7 +248,7 @@ static PyObject* Group_bind(PyObject* self, PyObject* unused) {
   }
   for (i = 0; i < n; ++i) {
     g->n = i + 1;
-    if (bind_entry(&g->entries[i], PyList_GET_ITEM(params, i)) < 0) {
+    if (bind_entry(&g->entries[i], PyList_GET_ITEM(params, i)) < 0 || bind_native(g, &g->entries[i], i) < 0) {
       Py_DECREF(params);
       entries_clear(g);
       return NULL;
@@ -433,7 +287,6 @@ static int set_slots(Entry* e, PyObject* face) {
 }
 
 static int group_reshard(Group* g, int post_forward) {
-  Registry* r = (Registry*)g->registry;
   Py_ssize_t i;
   if (!g->gathered) {
     if (g->unshard_issued) { /* prefetched but not used: finish the collective before freeing */
@@ -444,9 +297,7 @@ static int group_reshard(Group* g, int post_forward) {
     return 0;
   }
   for (i = 0; i < g->n; ++i) {
-    Entry* e = &g->entries[i];
-    if (e->view != NULL) registry_remove(r, (uintptr_t)e->view);
-    if (set_slots(e, e->sharded) < 0) return -1;
+    if (set_slots(&g->entries[i], g->entries[i].sharded) < 0) return -1;
   }
   CALL("reshard", api.reshard(g->handle, post_forward));
   g->gathered = 0;
@@ -476,57 +327,26 @@ static int group_unshard(Group* g, int async) {
   return 0;
 }
 
-static int face_facts(Entry* e) {
-  PyObject *nbytes, *itemsize, *offset;
-  Py_CLEAR(e->unsharded_dtype);
-  if ((e->unsharded_dtype = PyObject_GetAttr(e->unsharded, s_dtype)) == NULL) return -1;
-  nbytes = PyObject_GetAttr(e->unsharded, s_nbytes);
-  itemsize = PyObject_GetAttr(e->unsharded, s_itemsize);
-  offset = PyObject_CallMethodNoArgs(e->unsharded, s_storage_offset);
-  if (nbytes != NULL && itemsize != NULL && offset != NULL) {
-    e->nbytes = PyLong_AsSsize_t(nbytes);
-    e->itemsize = PyLong_AsSsize_t(itemsize);
-    e->base_offset = PyLong_AsSsize_t(offset);
-  }
-  Py_XDECREF(nbytes);
-  Py_XDECREF(itemsize);
-  Py_XDECREF(offset);
-  if (PyErr_Occurred()) return -1;
-  if (e->itemsize <= 0) e->itemsize = 1;
-  return 0;
-}
-
 static int group_wait(Group* g) {
-  Registry* r;
   Py_ssize_t i;
   int moved;
   if (g->gathered) return 0;
   if (ensure_handle(g) < 0) return -1;
-  r = (Registry*)g->registry;
   if (!g->unshard_issued) CALL("unshard", api.unshard(g->handle, 0));
   CALL("wait_unshard", api.wait_unshard(g->handle));
   g->unshard_issued = 0;
   CALL("unsharded_data", api.unsharded_data(g->handle, g->scratch, (int32_t)g->n));
   moved = !g->views_built;
   for (i = 0; i < g->n && !moved; ++i) moved = g->scratch[i] != g->entries[i].view;
-  if (moved) { /* a gather moved some: new views of the group (Note [Hook hand-offs]) */
+  if (moved) { /* a gather moved some (Note [Gathered memory that moves]) */
     PyObject* res = PyObject_CallMethodNoArgs((PyObject*)g, s_rebuild_views);
     if (res == NULL) return -1;
     Py_DECREF(res);
-    for (i = 0; i < g->n; ++i) {
-      g->entries[i].view = g->scratch[i];
-      if (face_facts(&g->entries[i]) < 0) return -1;
-    }
+    for (i = 0; i < g->n; ++i) g->entries[i].view = g->scratch[i];
     g->views_built = 1;
   }
-  for (i = 0; i < g->n; ++i) {
-    Entry* e = &g->entries[i];
-    if (e->view != NULL && e->nbytes > 0 &&
-        registry_add(r, (uintptr_t)e->view, e->nbytes, e->unsharded, e->unsharded_dtype, e->itemsize, e->base_offset) <
-            0)
-      return -1;
-    if (set_slots(e, e->unsharded) < 0) return -1;
-  }
+  for (i = 0; i < g->n; ++i)
+    if (set_slots(&g->entries[i], g->entries[i].unsharded) < 0) return -1;
   for (i = 0; i < g->n; ++i)
     if (shard_version(&g->entries[i], &g->entries[i].version) < 0) return -1;
   g->gathered = 1;
@@ -555,6 +375,10 @@ static int group_collect(Group* g) {
     if (m == NULL) continue;
     if (failed) { /* an earlier one raised: release the rest */
       m->deleter(m);
+      continue;
+    }
+    if (e->native) { /* .grad = the shard (or += it), in C++ */
+      if (g_bridge->give_grad(e->sharded, m) < 0) failed = 1;
       continue;
     }
     capsule = PyCapsule_New(m, kVersioned, capsule_destructor);
@@ -625,6 +449,17 @@ static int accumulate(Group* g, Py_ssize_t i, PyObject* capsule) {
   return 0;
 }
 
+/* After a gradient went to the engine: the group's last one starts its reduction and reshards. */
+static int group_grad_taken(Group* g) {
+  g->received += 1;
+  g->pending -= 1;
+  if (g->pending == 0) {
+    if (group_reduce(g) < 0) return -1;
+    if (g->early_reshard && g->reshard_after_backward && group_reshard(g, 0) < 0) return -1;
+  }
+  return 0;
+}
+
 static int group_grad_ready(Group* g, Py_ssize_t i, PyObject* p) {
   PyObject *grad, *capsule = NULL;
   int rc;
@@ -659,14 +494,19 @@ static int group_grad_ready(Group* g, Py_ssize_t i, PyObject* p) {
   if (capsule == NULL) return -1;
   rc = accumulate(g, i, capsule);
   Py_DECREF(capsule);
-  if (rc < 0) return -1;
-  g->received += 1;
-  g->pending -= 1;
-  if (g->pending == 0) {
-    if (group_reduce(g) < 0) return -1;
-    if (g->early_reshard && g->reshard_after_backward && group_reshard(g, 0) < 0) return -1;
+  return rc < 0 ? -1 : group_grad_taken(g);
+}
+
+/* The bridge's post-accumulate-grad hook: the gradient (taken from .grad) to the engine. */
+static int bridge_grad_ready(PyObject* ctx, Py_ssize_t i, void* managed) {
+  Group* g = (Group*)ctx;
+  if (g->handle == NULL || i < 0 || i >= g->n) { /* (the group removes its hooks when it closes) */
+    ((Managed*)managed)->deleter((Managed*)managed);
+    PyErr_SetString(PyExc_RuntimeError, "fully_shard: a gradient reached a closed parameter group");
+    return -1;
   }
-  return 0;
+  CALL("accumulate_grad_dlpack", api.accumulate(g->handle, (int32_t)i, managed));
+  return group_grad_taken(g);
 }
 
 static int group_finish_backward(Group* g, int wait) {
@@ -748,7 +588,6 @@ static PyMethodDef kGroupMethods[] = {
 
 static PyMemberDef kGroupMembers[] = {
     {"group", T_OBJECT, offsetof(Group, group), 0, NULL},
-    {"registry", T_OBJECT, offsetof(Group, registry), 0, NULL},
     {"gathered", T_BOOL, offsetof(Group, gathered), 0, NULL},
     {"unshard_issued", T_BOOL, offsetof(Group, unshard_issued), 0, NULL},
     {"reduce_issued", T_BOOL, offsetof(Group, reduce_issued), 0, NULL},
@@ -828,28 +667,33 @@ static int unshard_all(PyObject* targets) {
   return 0;
 }
 
-/* _pre_backward_hook(grad): the group gathered again before the backward nodes that read it. */
-static PyObject* State_pre_backward_hook(PyObject* self, PyObject* grad) {
+/* The pre-backward hook: the group gathered again before the backward nodes that read it. */
+static int state_pre_backward(PyObject* self) {
   State* s = (State*)self;
   Group* g;
-  (void)grad;
-  if (s->pre_backward_done) Py_RETURN_NONE;
+  if (s->pre_backward_done) return 0;
   s->pre_backward_done = 1;
   if (s->ctx != NULL) {
     PyObject* queued = PyObject_GetAttr(s->ctx, s_callback_queued);
     int truth = queued == NULL ? -1 : PyObject_IsTrue(queued);
     Py_XDECREF(queued);
-    if (truth < 0) return NULL;
+    if (truth < 0) return -1;
     if (!truth) {
       PyObject* r = PyObject_CallMethodNoArgs(self, s_queue_final);
-      if (r == NULL) return NULL;
+      if (r == NULL) return -1;
       Py_DECREF(r);
     }
   }
   g = group_of(s->group);
-  if (g == NULL) return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
-  if (group_unshard(g, 1) < 0 || group_wait(g) < 0 || unshard_all(s->backward_targets) < 0) return NULL;
-  Py_RETURN_NONE;
+  if (g == NULL) return PyErr_Occurred() ? -1 : 0;
+  if (group_unshard(g, 1) < 0 || group_wait(g) < 0 || unshard_all(s->backward_targets) < 0) return -1;
+  return 0;
+}
+
+/* _pre_backward_hook(grad): state_pre_backward as a Python hook. */
+static PyObject* State_pre_backward_hook(PyObject* self, PyObject* grad) {
+  (void)grad;
+  return none_or_null(state_pre_backward(self));
 }
 
 static PyMethodDef kStateMethods[] = {
@@ -927,6 +771,10 @@ static int hook_output(PyObject* state, PyObject* out) {
     if (rg == NULL) return -1;
     Py_DECREF(rg);
     if (rg != Py_True) return 0;
+    if (g_bridge != NULL) { /* a C++ pre-hook on the node (Note [The libtorch bridge]); none: as below */
+      int rc = g_bridge->hook_node(out, state_pre_backward, state);
+      if (rc != 0) return rc < 0 ? -1 : 0;
+    }
     hook = PyObject_GetAttr(state, s_pre_backward_hook);
     if (hook == NULL) return -1;
     node = PyObject_GetAttr(out, s_grad_fn);
@@ -1047,6 +895,33 @@ static PyObject* fsdp_setup(PyObject* self, PyObject* args) {
   Py_RETURN_NONE;
 }
 
+/* fsdp_bridge(table or None): the libtorch bridge's capsule (Note [The libtorch bridge]), set before any group binds
+ * to it. */
+static PyObject* fsdp_bridge(PyObject* self, PyObject* capsule) {
+  const DtTorchBridge* table = NULL;
+  (void)self;
+  if (capsule != Py_None) {
+    table = (const DtTorchBridge*)PyCapsule_GetPointer(capsule, DT_TORCH_BRIDGE_CAPSULE);
+    if (table == NULL) return NULL;
+    if (table->abi != DT_TORCH_BRIDGE_ABI) {
+      PyErr_Format(PyExc_ImportError,
+                   "fsdp_bridge: the libtorch bridge's table is version %u, these hook bodies take %d",
+                   (unsigned)table->abi, DT_TORCH_BRIDGE_ABI);
+      return NULL;
+    }
+  }
+  if (table != g_bridge && g_native > 0) {
+    PyErr_Format(PyExc_RuntimeError, "fsdp_bridge: %zd parameters use the current bridge; set it before fully_shard",
+                 g_native);
+    return NULL;
+  }
+  g_bridge = table;
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef kBridgeDef = {"fsdp_bridge", fsdp_bridge, METH_O,
+                                 "fsdp_bridge(table or None): the libtorch bridge's capsule, or none"};
+
 static PyMethodDef kSetupDef = {"fsdp_setup", fsdp_setup, METH_VARARGS,
                                 "fsdp_setup(addresses, tensor_type, to_dlpack, from_dlpack, grad_enabled, task_id, "
                                 "grad_capsule)"};
@@ -1057,7 +932,6 @@ static int intern_all(void) {
     const char* text;
   } names[] = {{&s_grad, "grad"},
                {&s_version, "_version"},
-               {&s_data, "data"},
                {&s_h, "_h"},
                {&s_params, "params"},
                {&s_sharded, "sharded"},
@@ -1065,13 +939,6 @@ static int intern_all(void) {
                {&s_slots, "slots"},
                {&s_parameters, "_parameters"},
                {&s_dtype, "dtype"},
-               {&s_nbytes, "nbytes"},
-               {&s_itemsize, "itemsize"},
-               {&s_storage_offset, "storage_offset"},
-               {&s_data_ptr, "data_ptr"},
-               {&s_shape, "shape"},
-               {&s_stride, "stride"},
-               {&s_as_strided, "as_strided"},
                {&s_is_contiguous, "is_contiguous"},
                {&s_is_cuda, "is_cuda"},
                {&s_requires_grad, "requires_grad"},
@@ -1107,10 +974,9 @@ static int add_type(PyObject* module, const char* name, PyTypeObject* type) {
 }
 
 int fsdp_hooks_add(PyObject* module) {
-  PyObject *call, *method, *setup;
+  PyObject *call, *method, *setup, *bridge;
   if (intern_all() < 0) return -1;
-  if (add_type(module, "FsdpGroupBase", &kGroupType) < 0 || add_type(module, "FsdpStateBase", &kStateType) < 0 ||
-      add_type(module, "RegistryBase", &kRegistryType) < 0)
+  if (add_type(module, "FsdpGroupBase", &kGroupType) < 0 || add_type(module, "FsdpStateBase", &kStateType) < 0)
     return -1;
   call = PyCFunction_New(&kCallDef, NULL);
   if (call == NULL) return -1;
@@ -1123,6 +989,11 @@ int fsdp_hooks_add(PyObject* module) {
   setup = PyCFunction_New(&kSetupDef, NULL);
   if (setup == NULL || PyModule_AddObject(module, "fsdp_setup", setup) < 0) {
     Py_XDECREF(setup);
+    return -1;
+  }
+  bridge = PyCFunction_New(&kBridgeDef, NULL);
+  if (bridge == NULL || PyModule_AddObject(module, "fsdp_bridge", bridge) < 0) {
+    Py_XDECREF(bridge);
     return -1;
   }
   return 0;

@@ -1,8 +1,9 @@
 """The bodies of fully_shard's per-step hooks, in Python: the base classes of TorchParamGroup (gathering, resharding,
-gradient hand-offs), of the FSDP module state (the module call and the pre-backward hook) and of the gathered-memory
-registry (the saved-tensor hooks). dtensor/_fsdp_hooks.c (in the compiled _speedups) has the same three bases and the
-same module call in C; they are used when it is present, these otherwise (DTENSOR_NO_SPEEDUPS, no compiler). Both
-behave the same: the test suite runs both ways.
+gradient hand-offs) and of the FSDP module state (the module call and the pre-backward hook). dtensor/_fsdp_hooks.c (in
+the compiled _speedups) has the same two bases and the same module call in C; they are used when it is present, these
+otherwise (DTENSOR_NO_SPEEDUPS, no compiler); the compiled ones' autograd hooks and gradient hand-offs go through the
+libtorch bridge where it builds (Note [The libtorch bridge] in _bridge.py). All behave the same: the test suite runs
+each way.
 
 Note [Hook costs]
 A step crosses every sharded block's hooks five times (the call, the pre-backward hook, a gradient hook per
@@ -42,10 +43,10 @@ def grad_capsule(t):
 
 class GroupHooks:
     """A group's per-step work. Fields (the compiled base has them as members): group (the FsdpParamGroup),
-    registry, gathered, unshard_issued, reduce_issued, reshard_after_backward, requires_gradient_sync, early_reshard,
+    gathered, unshard_issued, reduce_issued, reshard_after_backward, requires_gradient_sync, early_reshard,
     trainable, pending, received. The subclass provides params, _ensure_group() (makes a meta-device group),
-    _rebuild_views() (new unsharded views, Note [Hook hand-offs]) and calls _bind() whenever the engine group or a
-    parameter object changes."""
+    _rebuild_views() (the unsharded faces pointed at moved memory, Note [Gathered memory that moves]) and calls
+    _bind() whenever the engine group or a parameter object changes."""
 
     _in_flight = [None]  # the group whose reduce-scatter was started last and not waited for
 
@@ -74,13 +75,10 @@ class GroupHooks:
         group.wait_unshard()
         self.unshard_issued = False
         ptrs = group.unsharded_data()
-        if ptrs != self.view_ptrs:  # a gather moved some: new views of the group (Note [Hook hand-offs])
+        if ptrs != self.view_ptrs:  # a gather moved some (Note [Gathered memory that moves])
             self._rebuild_views()
             self.view_ptrs = ptrs
-        by_address = self.registry.by_address
-        for m, ptr in zip(self.params, ptrs):
-            if ptr is not None:
-                by_address[ptr] = m.unsharded
+        for m in self.params:
             for module, attr in m.slots:
                 module._parameters[attr] = m.unsharded
         self.versions = [m.sharded._version for m in self.params]
@@ -98,9 +96,7 @@ class GroupHooks:
                 self.unshard_issued = False
                 self.group.reshard(post_forward)
             return
-        by_address = self.registry.by_address
-        for m, ptr in zip(self.params, self.view_ptrs):
-            by_address.pop(ptr, None)
+        for m in self.params:
             for module, attr in m.slots:
                 module._parameters[attr] = m.sharded
         self.group.reshard(post_forward)
@@ -202,29 +198,6 @@ def fsdp_call(module, *args, **kwargs):
     return module._dt_state.call(module, args, kwargs)
 
 
-class RegistryHooks:
-    """Note [Saved tensors of gathered parameters]: data addresses of the gathered parameters of the groups gathered
-    now -> the unsharded face (a group's wait() adds its parameters, its reshard() removes them)."""
-
-    def __init__(self):
-        self.by_address = {}
-
-    def _pack(self, t):
-        p = self.by_address.get(t.untyped_storage().data_ptr()) if t.device.type != "meta" else None
-        if p is None:
-            return t
-        return (p, t, p.data_ptr(), t.storage_offset())
-
-    @staticmethod
-    def _unpack(x):
-        if type(x) is tuple:
-            p, t, address, offset = x
-            if p.data_ptr() == address:  # gathered again where it was: the saved view reads the new values
-                return t
-            return p.data.as_strided(t.shape, t.stride(), offset)
-        return x
-
-
 _compiled = dtensor._lib.speedups
 if _compiled is not None and hasattr(_compiled, "FsdpGroupBase"):
     _addresses = tuple(ctypes.cast(getattr(dtensor._lib.lib, "dt_fsdp_group_" + name), ctypes.c_void_p).value
@@ -232,7 +205,12 @@ if _compiled is not None and hasattr(_compiled, "FsdpGroupBase"):
                                     "accumulate_grad_dlpack", "reduce_grads", "wait_reduce"))
     _compiled.fsdp_setup(_addresses, torch.Tensor, _to_dlpack_versioned, torch._C._from_dlpack, torch.is_grad_enabled,
                          torch._C._current_graph_task_id, grad_capsule)
-    GroupBase, StateBase, RegistryBase = _compiled.FsdpGroupBase, _compiled.FsdpStateBase, _compiled.RegistryBase
+    GroupBase, StateBase = _compiled.FsdpGroupBase, _compiled.FsdpStateBase
+    from . import _bridge
+    _table = _bridge.load()
+    _compiled.fsdp_bridge(_table)
+    bridged = _table is not None  # Note [The libtorch bridge]
     module_call = _compiled.fsdp_call
 else:
-    GroupBase, StateBase, RegistryBase, module_call = GroupHooks, StateHooks, RegistryHooks, fsdp_call
+    GroupBase, StateBase, module_call = GroupHooks, StateHooks, fsdp_call
+    bridged = False

@@ -16,6 +16,19 @@ moved them (one DLPack export of the group; rare: a released storage asks the po
 core/allocator.h, which took a tiny-block model from 5827 moves in 7000 gathers to 150); each gradient goes to the
 engine as a DLPack capsule of its block (taken over, zero copy); the reduced gradient shards come out as one export.
 dtensor's handles (DTensor) appear only when the group is made and in state dicts.
+
+Note [Gathered memory that moves]
+reshard() returns a group's gathered memory to the pool and the next unshard() may fill memory at another address.
+Autograd saves views of the parameters in forward (F.linear saves weight.t()) and reads them in backward, after the
+group was resharded and gathered again. Every such view shares the unsharded face's storage object, so a gather that
+moved re-points that storage itself at the new memory (UntypedStorage._swap_data_ptr_ with a storage over the new
+memory, whose old pointer then goes with the temporary): the face, its views and whatever autograd saved read the
+new values, with no saved-tensor hooks (which would cost every saved tensor of the forward two Python calls). The
+first gather, or one whose size differs (none does: a parameter's gathered size is fixed), sets the face's .data.
+Activation checkpointing's recomputation runs in backward after the pre-backward gather and reads the faces as they
+are. (Parameters gathered by mapping the peers' shards on one host, Note [Gathering by mapping], keep their address;
+the others move when the pool hands their freed block to another allocation in between: torch_cases.py's
+moved_views forces that.)
 """
 import functools
 
@@ -54,11 +67,10 @@ def materialize_pending():
 
 
 class TorchParamGroup(GroupBase):
-    def __init__(self, label, mesh, named_params, slots, reshard_after_forward, mp_policy, offload, registry):
+    def __init__(self, label, mesh, named_params, slots, reshard_after_forward, mp_policy, offload):
         """named_params: [(qualified name, nn.Parameter)], slots: per parameter [(module, attribute)]."""
         self.label = label
         self.mesh = mesh
-        self.registry = registry
         self.params = []
         self.options = (reshard_after_forward, mp_policy, offload)
         self.group = None
@@ -206,9 +218,17 @@ class TorchParamGroup(GroupBase):
             raise RuntimeError(f"fully_shard({self.label}): the group was closed")
 
     def _rebuild_views(self):
-        """Every unsharded face viewing the gathered memory anew (Note [Hook hand-offs])."""
+        """Every unsharded face (and every view of it) pointed at the gathered memory (Note [Gathered memory that
+        moves])."""
         for m, capsule in zip(self.params, self.group.export("unsharded_params")):
-            m.unsharded.data = torch.from_dlpack(capsule)
+            new = torch.from_dlpack(capsule)
+            face = m.unsharded
+            storage = face.untyped_storage()
+            nbytes = new.untyped_storage().nbytes()
+            if nbytes and storage.nbytes() == nbytes and face.shape == new.shape:
+                storage._swap_data_ptr_(new.untyped_storage())
+            else:
+                face.data = new
 
     def set_requires_gradient_sync(self, on):
         self.requires_gradient_sync = bool(on)

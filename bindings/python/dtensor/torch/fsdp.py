@@ -10,10 +10,10 @@ first, then the root takes the rest), sharded on dim 0 over the mesh (1-d: FSDP;
 into an FSDPModule (a subclass made on the fly, as FSDP2's, whose __call__ wraps the class's own: Note [Hook costs]
 in _hook_bodies.py). The step, mapped onto the call and PyTorch's hooks:
 
-  before forward       the root (the first FSDP module whose forward runs) installs the saved-tensor hooks (Note
-                       [Saved tensors of gathered parameters]); unshard + wait; then the next group's gather is
-                       started (implicit prefetch, in the order recorded by the first forward; or the modules given
-                       to set_modules_to_forward_prefetch); floating inputs cast to mp_policy.param_dtype
+  before forward       unshard + wait (a gather that moved re-points the faces' storage: Note [Gathered memory that
+                       moves]); then the next group's gather is started (implicit prefetch, in the order recorded by
+                       the first forward; or the modules given to set_modules_to_forward_prefetch); floating inputs
+                       cast to mp_policy.param_dtype
   after forward        reshard (keeping the reshard_after_forward share; the root keeps its parameters); a hook on
                        each output tensor that requires grad runs the pre-backward
   pre-backward         unshard + wait, and the previous group's gather started (or set_modules_to_backward_prefetch)
@@ -29,7 +29,6 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from ._hook_bodies import StateBase, module_call
 from ._param_group import TorchParamGroup
-from ._saved_tensors import REGISTRY
 from .mesh import as_mesh, default_mesh
 from .state_dict import install_hooks, register_group
 from .mixed_precision import MixedPrecisionPolicy, OffloadPolicy, CPUOffloadPolicy
@@ -46,15 +45,14 @@ def _in_backward():
 
 
 class _Context:
-    """What the FSDP modules under one root share: the order of their first forward, the saved-tensor hooks, the
-    end-of-backward callback."""
+    """What the FSDP modules under one root share: the order of their first forward, the end-of-backward
+    callback."""
 
     def __init__(self, root):
         self.root = root
         self.states = []  # every FSDP state under the root, root first
         self.order = []  # forward order of the first iteration (states with a group)
         self.order_done = False
-        self.registry = REGISTRY
         self.callback_queued = False
 
 
@@ -114,7 +112,6 @@ class _State(StateBase):
                 self.group.wait()
             return args, kwargs
         if self.is_root:
-            ctx.registry.enter()
             ctx.callback_queued = False
         if self.group is not None:
             if not ctx.order_done:
@@ -134,7 +131,6 @@ class _State(StateBase):
         if _in_backward():
             return output
         if self.is_root:
-            ctx.registry.exit()
             if not ctx.order_done:
                 ctx.order_done = True
                 for i in reversed(range(len(ctx.order))):  # a module run twice keeps its first place
@@ -161,13 +157,10 @@ class _State(StateBase):
                     t.register_hook(self._pre_backward_hook)
 
     def _forward_failed(self):
-        """The forward raised: the root's saved-tensor hooks removed, the group resharded as after a forward (not in
-        a recomputation inside backward, which the backward's own gather serves)."""
-        ctx = self.ctx
+        """The forward raised: the group resharded as after a forward (not in a recomputation inside backward, which
+        the backward's own gather serves)."""
         if _in_backward():
             return
-        if ctx is not None and self.is_root:
-            ctx.registry.exit()
         if self.reshard_post:
             self.group.reshard(True)
 
@@ -403,7 +396,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
         if not isinstance(reshard_after_forward, bool):
             shard_size = mesh.shape[-1]
             keep = 0 if keep == 1 else 1 if keep >= shard_size else keep
-        state.group = TorchParamGroup(name, mesh, named, [slots[k] for k in order], keep, mp_policy, offload, REGISTRY)
+        state.group = TorchParamGroup(name, mesh, named, [slots[k] for k in order], keep, mp_policy, offload)
         for (pname, p), m in zip(named, state.group.params):
             p._dt_fsdp_replaced = f"{pname} of {name}"
             p.data = torch.empty(0, dtype=p.dtype, device=p.device)  # the engine holds the shard
