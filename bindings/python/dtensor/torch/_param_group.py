@@ -41,6 +41,11 @@ from .mixed_precision import dtype_name
 from ._hook_bodies import GroupBase
 
 
+if not hasattr(torch.UntypedStorage, "_swap_data_ptr_"):  # Note [Gathered memory that moves] needs it
+    raise ImportError(f"dtensor.torch: torch {torch.__version__} has no UntypedStorage._swap_data_ptr_, which "
+                      f"re-points a gathered parameter's storage (Note [Gathered memory that moves]); upgrade torch")
+
+
 class _Managed:
     __slots__ = ("name", "slots", "sharded", "unsharded", "shape", "block_shape", "requires_grad")
 
