@@ -77,19 +77,20 @@ void Param::map_into(const std::shared_ptr<HostWindow>& window, size_t range, in
   mapped_ = true;
 }
 
-void Param::accumulate_grad(const DTensor& grad) {
+void Param::accumulate_grad(DTensor g) {
   const ParamLayout& p = *layout_;
   const DTensor& u = unsharded_;
-  DT_CHECK_ARG(grad.shape() == p.global_shape, "fsdp: the gradient of ", p.name, " has shape ", shape_str(grad.shape()),
+  DT_CHECK_ARG(g.shape() == p.global_shape, "fsdp: the gradient of ", p.name, " has shape ", shape_str(g.shape()),
                ", the parameter ", shape_str(p.global_shape));
-  DTensor g = grad;
-  // Cast first: the tensor-parallel reduction of a Partial gradient runs in the reduce dtype too.
+  // Cast first: the tensor-parallel reduction of a Partial gradient runs in the reduce dtype too. A gradient already
+  // in the unsharded layout (the common case) is kept as it is, moved rather than copied: this runs per parameter and
+  // step, and each DTensor copy allocates its shapes and spec.
   if (g.dtype() != p.reduce_dtype) g = to(g, p.reduce_dtype);
-  g = g.redistribute_like(u);
+  if (!(g.mesh() == u.mesh() && g.spec() == u.spec())) g = g.redistribute_like(u);
   if (acc_.defined()) {
     acc_ = add(acc_, g);
   } else {
-    acc_ = g;
+    acc_ = std::move(g);
   }
   if (const auto& st = acc_.to_local().storage()) st->set_memory_kind(MemoryKind::kGradients);
 }
@@ -97,7 +98,7 @@ void Param::accumulate_grad(const DTensor& grad) {
 void Param::set_sharded_grad(Tensor values) {
   if (values.dtype() != shard_.dtype()) values = values.to(shard_.dtype());
   if (!(shard_.to_local().device() == values.device())) values = values.to(shard_.to_local().device());
-  sharded_grad_ = DTensor::from_local_unchecked(values, shard_.mesh(), shard_.spec(), shard_.shape());
+  sharded_grad_ = DTensor::from_local_unchecked(std::move(values), shard_.mesh(), shard_.spec(), shard_.shape());
 }
 
 DTensor Param::take_sharded_grad() {

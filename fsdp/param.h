@@ -51,7 +51,7 @@ class Param {
   // ---- gradients ----
   // Sums `grad` (the unsharded layout, or Partial over it; any floating dtype) into the accumulated gradient, in
   // reduce_dtype and the unsharded value's layout.
-  void accumulate_grad(const DTensor& grad);
+  void accumulate_grad(DTensor grad);
   bool has_grad() const { return acc_.defined(); }
   const DTensor& grad() const { return acc_; }
   // A reduction starts: has_reduced_grad() says from now on whether there was a gradient to reduce.

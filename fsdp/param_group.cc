@@ -212,12 +212,12 @@ void ParamGroup::reshard(bool post_forward) {
 
 // ---- gradients ----
 
-void ParamGroup::accumulate_grad(size_t i, const DTensor& grad) {
+void ParamGroup::accumulate_grad(size_t i, DTensor grad) {
   Impl& m = *impl_;
   DT_CHECK_ARG(i < m.g.params.size(), "fsdp: parameter index ", i, " out of range for group ", name_, " of ",
                m.g.params.size());
   m.gather.poll();
-  m.g.params[i].accumulate_grad(grad);
+  m.g.params[i].accumulate_grad(std::move(grad));
 }
 
 void ParamGroup::reduce_grads() {
@@ -271,9 +271,9 @@ void ParamGroup::wait_for_reduce() {
     int64_t offset = 0;
     for (size_t i : rc.members) {
       Param& p = m.g.params[i];
-      if (p.has_reduced_grad()) {
+      if (p.has_reduced_grad()) {  // (built at once rather than as narrow and view: it runs per parameter and step)
         const Shape& shape = p.layout().sharded_local_shape;
-        p.set_sharded_grad(out.narrow(0, offset, shape_numel(shape)).view(shape));
+        p.set_sharded_grad(Tensor(out.storage(), shape, contiguous_strides(shape), out.offset() + offset, out.dtype()));
       }
       offset += p.layout().reduce_padded_numel;
     }

@@ -86,7 +86,7 @@ class ParamGroup {
   // ---- gradients ----
   // Parameter i's gradient (the unsharded layout: unsharded_param(i)'s shape, mesh and placements, or Partial over
   // them; any floating dtype). Summed with an earlier one of the same step (or of steps without gradient sync).
-  void accumulate_grad(size_t i, const DTensor& grad);
+  void accumulate_grad(size_t i, DTensor grad);
   // How many parameters hold an accumulated gradient since the last reduction.
   int64_t grads_received() const;
   // Starts the reduce-scatter (and the HSDP all-reduce) of the accumulated gradients (no-op when none; when

@@ -46,6 +46,7 @@ SegmentedPath::GatherSegments SegmentedPath::gather_segments() {
   const int64_t S = g_.layout.shard_size;
   for (Param& p : g_.params) p.allocate_unsharded();
   GatherSegments s;
+  s.send.reserve(g_.params.size());
   if (shards_are_the_slot()) {
     for (size_t i = 0; i < g_.params.size(); ++i) {
       if (g_.params[i].mapped()) continue;  // Note [Gathering by mapping]
@@ -64,6 +65,7 @@ SegmentedPath::GatherSegments SegmentedPath::gather_segments() {
   }
   s.recv.resize(size_t(S));
   for (int64_t r = 0; r < S; ++r) {
+    s.recv[size_t(r)].reserve(g_.params.size());
     for (size_t i = 0; i < g_.params.size(); ++i) {
       const Param& p = g_.params[i];
       if (p.mapped()) continue;
@@ -92,16 +94,17 @@ Issued SegmentedPath::start_reduce(size_t c, const Tensor& out, ReduceOp op) {
   const int64_t es = int64_t(dtype_size(rc.dtype));
   if (sources_.size() != L.reduce_classes.size()) sources_.resize(L.reduce_classes.size());
   std::vector<std::vector<Segment>> send(static_cast<size_t>(S));
+  for (auto& block : send) block.reserve(rc.members.size());
   int64_t offset = 0;
   for (size_t i : rc.members) {
     const Param& p = g_.params[i];
-    Tensor src;
-    if (p.has_grad()) {
-      src = p.grad().to_local().contiguous();
-      sources_[c].push_back(src);
+    void* data = nullptr;
+    if (p.has_grad()) {  // kept alive until finish_reduce
+      const Tensor& grad = p.grad().to_local();
+      sources_[c].push_back(grad.is_contiguous() ? grad : grad.contiguous());
+      data = sources_[c].back().data_ptr();
     }
-    for (int64_t r = 0; r < S; ++r)
-      send[size_t(r)].push_back(p.rows_segment(r, offset * es, src.defined() ? src.data_ptr() : nullptr, rc.dtype));
+    for (int64_t r = 0; r < S; ++r) send[size_t(r)].push_back(p.rows_segment(r, offset * es, data, rc.dtype));
     offset += p.layout().reduce_padded_numel;
   }
   return {

@@ -1,4 +1,6 @@
 // Local shards in and out as DLPack tensors (DLManagedTensorVersioned), zero copy where the layout allows.
+#include <algorithm>
+
 #include "bindings/c_api/dlpack_block.h"
 #include "bindings/c_api/funnel.h"
 #include "core/error.h"
@@ -15,9 +17,9 @@ dt_tensor_t tensor_from_local(const std::shared_ptr<MeshObject>& m, const Tensor
 namespace {
 
 // What an exported DLPack tensor owns: the block (its storage stays alive) and the shape and strides arrays.
+// One allocation per export: the DLPack shape and strides are the block's own (a Tensor's shape never changes).
 struct Export {
   Tensor block;
-  std::vector<int64_t> shape, strides;
   DLManagedTensorVersioned managed{};
 };
 
@@ -63,8 +65,6 @@ namespace dt::capi {
 DLManagedTensorVersioned* export_block(const Tensor& local, uint32_t flags) {
   auto e = std::make_unique<Export>();
   e->block = (flags & DT_DLPACK_COPY) ? local.clone() : local;
-  e->shape = e->block.shape();
-  e->strides = e->block.strides();
   DLManagedTensorVersioned& m = e->managed;
   m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   m.flags = ((flags & DT_DLPACK_READ_ONLY) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
@@ -72,10 +72,10 @@ DLManagedTensorVersioned* export_block(const Tensor& local, uint32_t flags) {
   DLTensor& d = m.dl_tensor;
   d.data = e->block.numel() == 0 ? nullptr : e->block.data_ptr();
   d.device = e->block.device().is_cpu() ? DLDevice{kDLCPU, 0} : DLDevice{kDLCUDA, int32_t(e->block.device().index)};
-  d.ndim = int32_t(e->shape.size());
+  d.ndim = int32_t(e->block.shape().size());
   d.dtype = dl_dtype(e->block.dtype());
-  d.shape = e->shape.data();
-  d.strides = e->strides.data();
+  d.shape = const_cast<int64_t*>(e->block.shape().data());  // DLPack's consumers only read them
+  d.strides = const_cast<int64_t*>(e->block.strides().data());
   d.byte_offset = 0;
   m.manager_ctx = e.get();
   m.deleter = [](DLManagedTensorVersioned* self) { delete static_cast<Export*>(self->manager_ctx); };
@@ -96,9 +96,16 @@ Tensor import_block(DLManagedTensorVersioned* local, bool copy) {
   if (d.strides != nullptr) strides.assign(d.strides, d.strides + d.ndim);
   void* data = d.data == nullptr ? nullptr : static_cast<char*>(d.data) + d.byte_offset;
   DT_CHECK_ARG(data != nullptr || shape_numel(shape) == 0, "local.dl_tensor.data is NULL");
-  const Tensor view = Tensor::from_blob(data, shape, dtype, device, {}, strides);
-  if (copy || !view.is_contiguous() || (local->flags & DLPACK_FLAG_BITMASK_READ_ONLY))
-    return view.clone();  // the producer's memory is released when `owner` goes
+  // A block in row-major order without a copy asked for (every gradient a framework hands over) becomes the tensor
+  // directly; anything else is checked through a view first. (Per parameter and step: one tensor, not two.)
+  const bool plain = !copy && !(local->flags & DLPACK_FLAG_BITMASK_READ_ONLY) &&
+                     (strides.empty() || strides == contiguous_strides(shape)) &&
+                     std::all_of(shape.begin(), shape.end(), [](int64_t s) { return s >= 0; });
+  if (!plain) {
+    const Tensor view = Tensor::from_blob(data, shape, dtype, device, {}, strides);
+    if (copy || !view.is_contiguous() || (local->flags & DLPACK_FLAG_BITMASK_READ_ONLY))
+      return view.clone();  // the producer's memory is released when `owner` goes
+  }
   DLManagedTensorVersioned* t = local;
   owner.t = nullptr;  // the storage's deleter releases it now
   return Tensor::from_blob(data, shape, dtype, device, [t](void*) {

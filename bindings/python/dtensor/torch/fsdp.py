@@ -22,6 +22,8 @@ in _hook_bodies.py). The step, mapped onto the call and PyTorch's hooks:
   end of backward      (a callback the root queues) every reduction waited for, the gradient shards set as the
                        sharded parameters' .grad (summed into an existing one), every group resharded
 """
+import weakref
+
 import torch
 import torch.nn as nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
@@ -322,12 +324,23 @@ def _fsdp_class(cls):
     return c
 
 
+_REPLACED = {}  # id of a parameter fully_shard replaced by its shard -> (a weak reference to it, its name and owner)
+
+
+def _replaced(p, label):
+    key = id(p)
+    _REPLACED[key] = (weakref.ref(p, lambda _, key=key: _REPLACED.pop(key, None)), label)
+
+
 def _check_optimizer_params(optimizer, args, kwargs):
-    """A global optimizer step pre-hook: an optimizer built before fully_shard holds the replaced parameters."""
+    """A global optimizer step pre-hook: an optimizer built before fully_shard holds the replaced parameters. It runs
+    every step over every parameter, so it looks each up by id (a getattr that misses costs a raised AttributeError)."""
+    replaced = _REPLACED
     for group in optimizer.param_groups:
         for p in group["params"]:
-            owner = getattr(p, "_dt_fsdp_replaced", None)
-            if owner is not None:
+            entry = replaced.get(id(p))
+            if entry is not None and entry[0]() is p:
+                owner = entry[1]
                 raise RuntimeError(f"{type(optimizer).__name__}.step(): it holds parameter {owner}, which fully_shard "
                                    f"replaced by its shard; build the optimizer after fully_shard (model.parameters() "
                                    f"then yields the shards)")
@@ -398,7 +411,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
             keep = 0 if keep == 1 else 1 if keep >= shard_size else keep
         state.group = TorchParamGroup(name, mesh, named, [slots[k] for k in order], keep, mp_policy, offload)
         for (pname, p), m in zip(named, state.group.params):
-            p._dt_fsdp_replaced = f"{pname} of {name}"
+            _replaced(p, f"{pname} of {name}")
             p.data = torch.empty(0, dtype=p.dtype, device=p.device)  # the engine holds the shard
         state.group.show_sharded()
         register_group(state.group)
