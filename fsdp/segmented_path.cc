@@ -101,8 +101,14 @@ Issued SegmentedPath::start_reduce(size_t c, const Tensor& out, ReduceOp op) {
     void* data = nullptr;
     if (p.has_grad()) {  // kept alive until finish_reduce
       const Tensor& grad = p.grad().to_local();
-      sources_[c].push_back(grad.is_contiguous() ? grad : grad.contiguous());
-      data = sources_[c].back().data_ptr();
+      if (grad.is_contiguous()) {
+        sources_[c].push_back(grad.storage());
+        data = grad.data_ptr();
+      } else {
+        const Tensor copy = grad.contiguous();
+        sources_[c].push_back(copy.storage());
+        data = copy.data_ptr();
+      }
     }
     for (int64_t r = 0; r < S; ++r) send[size_t(r)].push_back(p.rows_segment(r, offset * es, data, rc.dtype));
     offset += p.layout().reduce_padded_numel;

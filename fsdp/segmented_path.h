@@ -3,6 +3,7 @@
 // storages and the reduce-scatter reads the gradients where they lie.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "fsdp/data_path.h"
@@ -40,8 +41,10 @@ class SegmentedPath : public DataPath {
   // device, contiguous): then the gather sends the shards themselves.
   bool shards_are_the_slot() const;
 
-  Tensor staged_;                             // this rank's slot, when the shards are not it
-  std::vector<std::vector<Tensor>> sources_;  // per reduce class: the gradients its reduce-scatter reads
+  Tensor staged_;  // this rank's slot, when the shards are not it
+  // Per reduce class: the memory of the gradients its reduce-scatter reads (the storages only: this runs per
+  // parameter and step, and a tensor copy allocates its shape and strides).
+  std::vector<std::vector<std::shared_ptr<Storage>>> sources_;
 };
 
 }  // namespace dt::fsdp

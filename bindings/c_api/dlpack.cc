@@ -50,6 +50,17 @@ Device from_dl_device(DLDevice d) {
   DT_THROW(Unsupported, "DLPack device type ", int(d.device_type), " (dtensor takes kDLCPU and kDLCUDA)");
 }
 
+// Whether strides are exactly the row-major ones of shape (what contiguous_strides gives a shape without zeros;
+// anything else, zeros included, takes import_block's checked path), without making them.
+bool is_row_major(const Shape& shape, const Shape& strides) {
+  int64_t expected = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    if (shape[i] <= 0 || strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
 // Calls the producer's deleter once unless disarmed.
 struct Owner {
   DLManagedTensorVersioned* t;
@@ -64,7 +75,10 @@ namespace dt::capi {
 
 DLManagedTensorVersioned* export_block(const Tensor& local, uint32_t flags) {
   auto e = std::make_unique<Export>();
-  e->block = (flags & DT_DLPACK_COPY) ? local.clone() : local;
+  if (flags & DT_DLPACK_COPY)
+    e->block = local.clone();
+  else
+    e->block = local;  // (one copy: a conditional expression would copy, then assign)
   DLManagedTensorVersioned& m = e->managed;
   m.version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
   m.flags = ((flags & DT_DLPACK_READ_ONLY) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0) |
@@ -99,7 +113,7 @@ Tensor import_block(DLManagedTensorVersioned* local, bool copy) {
   // A block in row-major order without a copy asked for (every gradient a framework hands over) becomes the tensor
   // directly; anything else is checked through a view first. (Per parameter and step: one tensor, not two.)
   const bool plain = !copy && !(local->flags & DLPACK_FLAG_BITMASK_READ_ONLY) &&
-                     (strides.empty() || strides == contiguous_strides(shape)) &&
+                     (strides.empty() || is_row_major(shape, strides)) &&
                      std::all_of(shape.begin(), shape.end(), [](int64_t s) { return s >= 0; });
   if (!plain) {
     const Tensor view = Tensor::from_blob(data, shape, dtype, device, {}, strides);

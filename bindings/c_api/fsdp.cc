@@ -196,14 +196,14 @@ dt_status_t dt_fsdp_group_accumulate_grad_dlpack(dt_fsdp_group_t g, int32_t i, D
   // The block takes `grad` over first, so that its deleter runs on every path.
   return call("dt_fsdp_group_accumulate_grad_dlpack", [&] {
     require(grad, "grad");
-    const Tensor block = import_block(grad, false);
+    Tensor block = import_block(grad, false);
     auto o = group(g, "dt_fsdp_group_accumulate_grad_dlpack");
     const size_t k = index_of(*o, i);
     const DTensor& u = o->group->unsharded_param(k);
     DT_CHECK_ARG(block.shape() == u.to_local().shape(), "the gradient of ", o->group->param_name(k),
                  " has local shape ", shape_str(block.shape()), ", its gathered value ",
                  shape_str(u.to_local().shape()));
-    o->group->accumulate_grad(k, DTensor::from_local_unchecked(block, u.mesh(), u.spec(), u.shape()));
+    o->group->accumulate_grad(k, DTensor::from_local_unchecked(std::move(block), u.mesh(), u.spec(), u.shape()));
   });
 }
 

@@ -67,6 +67,16 @@ static PyObject *s_grad, *s_version, *s_h, *s_params, *s_sharded, *s_unsharded, 
     }                                                \
   } while (0)
 
+/* The same for a call that only reads the group's bookkeeping (it never waits): the GIL stays held. */
+#define CALL_HELD(name, expr)                        \
+  do {                                               \
+    int32_t status_ = (expr);                        \
+    if (status_ != 0) {                              \
+      speedups_fail(status_, "dt_fsdp_group_" name); \
+      return -1;                                     \
+    }                                                \
+  } while (0)
+
 /* ---- FsdpGroupBase ----------------------------------------------------------------------------------------------- */
 typedef struct {
   PyObject* params_dict; /* a module's _parameters */
@@ -335,7 +345,7 @@ static int group_wait(Group* g) {
   if (!g->unshard_issued) CALL("unshard", api.unshard(g->handle, 0));
   CALL("wait_unshard", api.wait_unshard(g->handle));
   g->unshard_issued = 0;
-  CALL("unsharded_data", api.unsharded_data(g->handle, g->scratch, (int32_t)g->n));
+  CALL_HELD("unsharded_data", api.unsharded_data(g->handle, g->scratch, (int32_t)g->n));
   moved = !g->views_built;
   for (i = 0; i < g->n && !moved; ++i) moved = g->scratch[i] != g->entries[i].view;
   if (moved) { /* a gather moved some (Note [Gathered memory that moves]) */
@@ -367,7 +377,7 @@ static int group_collect(Group* g) {
   if (!g->reduce_issued) return 0;
   CALL("wait_reduce", api.wait_reduce(g->handle));
   g->reduce_issued = 0;
-  CALL("export", api.export_(g->handle, SHARDED_GRADS, g->scratch, (int32_t)g->n));
+  CALL_HELD("export", api.export_(g->handle, SHARDED_GRADS, g->scratch, (int32_t)g->n));
   for (i = 0; i < g->n; ++i) {
     Entry* e = &g->entries[i];
     Managed* m = (Managed*)g->scratch[i];
@@ -858,6 +868,50 @@ done:
   return out;
 }
 
+/* finish_all(order, states, wait): the end of backward over a root's modules (finish_all in _hook_bodies.py). */
+static PyObject* fsdp_finish_all(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  PyObject *order, *states;
+  Py_ssize_t i;
+  int wait;
+  (void)self;
+  if (nargs != 3 || !PyList_Check(args[0]) || !PyList_Check(args[1])) {
+    PyErr_SetString(PyExc_TypeError, "finish_all(order: list, states: list, wait)");
+    return NULL;
+  }
+  order = args[0];
+  states = args[1];
+  if ((wait = PyObject_IsTrue(args[2])) < 0) return NULL;
+  for (i = PyList_GET_SIZE(order); i-- > 0;) {
+    PyObject* item = PyList_GET_ITEM(order, i);
+    State* s;
+    Group* g;
+    int rc;
+    if (!PyObject_TypeCheck(item, &kStateType)) {
+      PyErr_Format(PyExc_TypeError, "finish_all: expected an FsdpStateBase, got %s", Py_TYPE(item)->tp_name);
+      return NULL;
+    }
+    s = (State*)item;
+    if ((g = group_of(s->group)) == NULL) {
+      if (PyErr_Occurred()) return NULL;
+      continue;
+    }
+    if (!(s->pre_backward_done || g->gathered || g->unshard_issued)) continue;
+    Py_INCREF(item); /* (the body may call back into Python, which may change the list) */
+    rc = ensure_handle(g) < 0 ? -1 : group_finish_backward(g, wait);
+    Py_DECREF(item);
+    if (rc < 0) return NULL;
+    if (i > PyList_GET_SIZE(order)) i = PyList_GET_SIZE(order);
+  }
+  for (i = 0; i < PyList_GET_SIZE(states); ++i) {
+    PyObject* item = PyList_GET_ITEM(states, i);
+    if (PyObject_TypeCheck(item, &kStateType)) ((State*)item)->pre_backward_done = 0;
+  }
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef kFinishAllDef = {"fsdp_finish_all", (PyCFunction)(void (*)(void))fsdp_finish_all, METH_FASTCALL,
+                                    "fsdp_finish_all(order, states, wait): the end of backward"};
+
 static PyMethodDef kCallDef = {"fsdp_call", (PyCFunction)(void (*)(void))fsdp_call, METH_FASTCALL | METH_KEYWORDS,
                                "An FSDP module's __call__: pre-forward, the class's own call, post-forward."};
 
@@ -974,7 +1028,7 @@ static int add_type(PyObject* module, const char* name, PyTypeObject* type) {
 }
 
 int fsdp_hooks_add(PyObject* module) {
-  PyObject *call, *method, *setup, *bridge;
+  PyObject *call, *method, *setup, *bridge, *finish;
   if (intern_all() < 0) return -1;
   if (add_type(module, "FsdpGroupBase", &kGroupType) < 0 || add_type(module, "FsdpStateBase", &kStateType) < 0)
     return -1;
@@ -989,6 +1043,11 @@ int fsdp_hooks_add(PyObject* module) {
   setup = PyCFunction_New(&kSetupDef, NULL);
   if (setup == NULL || PyModule_AddObject(module, "fsdp_setup", setup) < 0) {
     Py_XDECREF(setup);
+    return -1;
+  }
+  finish = PyCFunction_New(&kFinishAllDef, NULL);
+  if (finish == NULL || PyModule_AddObject(module, "fsdp_finish_all", finish) < 0) {
+    Py_XDECREF(finish);
     return -1;
   }
   bridge = PyCFunction_New(&kBridgeDef, NULL);

@@ -193,6 +193,17 @@ class StateHooks:
         return None
 
 
+def finish_all(order, states, wait):
+    """The end of backward over a root's modules (order: those with a group, in forward order): every group that
+    gathered or was prefetched finishes its backward (Note [Not the last backward] for wait), last module first;
+    every module's pre-backward flag is cleared."""
+    for s in reversed(order):
+        if s.pre_backward_done or s.group.gathered or s.group.unshard_issued:
+            s.group.finish_backward(wait)
+    for s in states:
+        s.pre_backward_done = False
+
+
 def fsdp_call(module, *args, **kwargs):
     """An FSDP module's __call__: pre-forward, the module's own call, post-forward."""
     return module._dt_state.call(module, args, kwargs)
@@ -205,7 +216,7 @@ if _compiled is not None and hasattr(_compiled, "FsdpGroupBase"):
                                     "accumulate_grad_dlpack", "reduce_grads", "wait_reduce"))
     _compiled.fsdp_setup(_addresses, torch.Tensor, _to_dlpack_versioned, torch._C._from_dlpack, torch.is_grad_enabled,
                          torch._C._current_graph_task_id, grad_capsule)
-    GroupBase, StateBase = _compiled.FsdpGroupBase, _compiled.FsdpStateBase
+    GroupBase, StateBase, finish_all = _compiled.FsdpGroupBase, _compiled.FsdpStateBase, _compiled.fsdp_finish_all
     from . import _bridge
     _table = _bridge.load()
     _compiled.fsdp_bridge(_table)

@@ -29,7 +29,7 @@ import torch.nn as nn
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ._hook_bodies import StateBase, module_call
+from ._hook_bodies import StateBase, finish_all, module_call
 from ._param_group import TorchParamGroup
 from .mesh import as_mesh, default_mesh
 from .state_dict import install_hooks, register_group
@@ -173,12 +173,7 @@ class _State(StateBase):
 
     def post_backward_final(self):
         ctx = self.ctx
-        wait = self.is_last_backward  # Note [Not the last backward]
-        for s in reversed(ctx.order):
-            if s.pre_backward_done or s.group.gathered or s.group.unshard_issued:
-                s.group.finish_backward(wait)
-        for s in ctx.states:
-            s.pre_backward_done = False
+        finish_all(ctx.order, ctx.states, self.is_last_backward)  # Note [Not the last backward]
         ctx.callback_queued = False
 
     # ---- prefetch targets
