@@ -18,39 +18,44 @@ namespace {
 using Clock = CommObserver::Clock;
 
 // A collective in flight, timed for the attached observer (fsdp/comm_observer.h): issue to the first time it is
-// seen complete.
+// seen complete. Without an observer at its issue nothing is timed (the clock is read per collective otherwise).
 struct Pending {
   WorkPtr work;
   CommKind kind = CommKind::kAllGather;
   Clock::time_point issued;
+  bool timed = false;
   bool seen_done = false;
 
   void start(Issued w, CommKind k) {
     work = std::move(w.work);
     kind = k;
-    issued = Clock::now();
     seen_done = false;
-    if (CommObserver* o = comm_observer()) o->issued(kind, w.bytes);
+    CommObserver* o = comm_observer();
+    timed = o != nullptr;
+    if (!timed) return;
+    issued = Clock::now();
+    o->issued(kind, w.bytes);
   }
   bool active() const { return work != nullptr; }
   // Notes the completion time when the work finished meanwhile (called at every engine call: cheap).
   void poll() {
     if (!work || seen_done || !work->is_completed()) return;
     seen_done = true;
-    if (CommObserver* o = comm_observer()) o->completed(kind, issued, Clock::now());
+    if (CommObserver* o = timed ? comm_observer() : nullptr) o->completed(kind, issued, Clock::now());
   }
   // Orders `stream` after the collective (host backends: waits; the blocked time counts as exposed) and rethrows
   // the collective's error.
   void finish(Stream stream, const Device& device) {
     if (!work) return;
     poll();
-    const auto t0 = Clock::now();
+    CommObserver* o = timed ? comm_observer() : nullptr;
+    const auto t0 = o ? Clock::now() : Clock::time_point{};
     const bool was_done = seen_done;
     WorkPtr w = std::move(work);
     work = nullptr;
     w->wait_stream(stream, device);
-    const auto t1 = Clock::now();
-    if (CommObserver* o = comm_observer()) {
+    if (o != nullptr && (o = comm_observer()) != nullptr) {
+      const auto t1 = Clock::now();
       o->waited(t0, t1);
       if (!was_done) o->completed(kind, issued, t1);
     }
