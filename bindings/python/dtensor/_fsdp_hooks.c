@@ -1,10 +1,12 @@
 /* dtensor.torch's per-step FSDP hook bodies in C (Note [Hook costs] in dtensor/torch/_hook_bodies.py, whose
- * GroupHooks, StateHooks and fsdp_call are the same in Python, step for step; read them first; the
- * methods the Python subclasses call are exposed, the rest are C functions):
- * FsdpGroupBase (a group's gathering, resharding and gradient hand-offs, calling the C API directly), FsdpStateBase
- * (the pre-backward hook) and fsdp_call (an FSDP module's __call__). Torch is
- * never linked: fsdp_setup hands over the few torch callables used (DLPack in and out, grad mode, the graph task).
- * Whatever is not the common case calls back into the Python subclass. */
+ * GroupHooks, StateHooks, finish_all and fsdp_call are the same in Python, step for step; read them first; the methods
+ * the Python subclasses call are exposed, the rest are C functions): FsdpGroupBase (a group's gathering, resharding and
+ * gradient hand-offs, calling the C API directly), FsdpStateBase (the pre-backward hook), fsdp_finish_all (the end of
+ * backward) and fsdp_call (an FSDP module's __call__). Torch is never linked here: fsdp_setup hands over the few torch
+ * callables used (DLPack in and out, grad mode, the graph task), and where the libtorch bridge was built
+ * (fsdp_bridge; Note [The libtorch bridge] in dtensor/torch/_bridge.py) the autograd hooks and the gradient hand-offs
+ * go through its C++ instead of torch's Python API. Whatever is not the common case calls back into the Python
+ * subclass. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
