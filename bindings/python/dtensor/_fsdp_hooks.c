@@ -911,9 +911,6 @@ static PyObject* fsdp_finish_all(PyObject* self, PyObject* const* args, Py_ssize
   Py_RETURN_NONE;
 }
 
-static PyMethodDef kFinishAllDef = {"fsdp_finish_all", (PyCFunction)(void (*)(void))fsdp_finish_all, METH_FASTCALL,
-                                    "fsdp_finish_all(order, states, wait): the end of backward"};
-
 static PyMethodDef kCallDef = {"fsdp_call", (PyCFunction)(void (*)(void))fsdp_call, METH_FASTCALL | METH_KEYWORDS,
                                "An FSDP module's __call__: pre-forward, the class's own call, post-forward."};
 
@@ -975,12 +972,14 @@ static PyObject* fsdp_bridge(PyObject* self, PyObject* capsule) {
   Py_RETURN_NONE;
 }
 
-static PyMethodDef kBridgeDef = {"fsdp_bridge", fsdp_bridge, METH_O,
-                                 "fsdp_bridge(table or None): the libtorch bridge's capsule, or none"};
-
-static PyMethodDef kSetupDef = {"fsdp_setup", fsdp_setup, METH_VARARGS,
-                                "fsdp_setup(addresses, tensor_type, to_dlpack, from_dlpack, grad_enabled, task_id, "
-                                "grad_capsule)"};
+/* The module's plain functions (fsdp_call is added apart: it binds as a method). */
+static PyMethodDef kModuleFunctions[] = {
+    {"fsdp_setup", fsdp_setup, METH_VARARGS,
+     "fsdp_setup(addresses, tensor_type, to_dlpack, from_dlpack, grad_enabled, task_id, grad_capsule)"},
+    {"fsdp_bridge", fsdp_bridge, METH_O, "fsdp_bridge(table or None): the libtorch bridge's capsule, or none"},
+    {"fsdp_finish_all", (PyCFunction)(void (*)(void))fsdp_finish_all, METH_FASTCALL,
+     "fsdp_finish_all(order, states, wait): the end of backward"},
+    {NULL, NULL, 0, NULL}};
 
 static int intern_all(void) {
   struct {
@@ -1030,7 +1029,7 @@ static int add_type(PyObject* module, const char* name, PyTypeObject* type) {
 }
 
 int fsdp_hooks_add(PyObject* module) {
-  PyObject *call, *method, *setup, *bridge, *finish;
+  PyObject *call, *method;
   if (intern_all() < 0) return -1;
   if (add_type(module, "FsdpGroupBase", &kGroupType) < 0 || add_type(module, "FsdpStateBase", &kStateType) < 0)
     return -1;
@@ -1042,20 +1041,5 @@ int fsdp_hooks_add(PyObject* module) {
     Py_XDECREF(method);
     return -1;
   }
-  setup = PyCFunction_New(&kSetupDef, NULL);
-  if (setup == NULL || PyModule_AddObject(module, "fsdp_setup", setup) < 0) {
-    Py_XDECREF(setup);
-    return -1;
-  }
-  finish = PyCFunction_New(&kFinishAllDef, NULL);
-  if (finish == NULL || PyModule_AddObject(module, "fsdp_finish_all", finish) < 0) {
-    Py_XDECREF(finish);
-    return -1;
-  }
-  bridge = PyCFunction_New(&kBridgeDef, NULL);
-  if (bridge == NULL || PyModule_AddObject(module, "fsdp_bridge", bridge) < 0) {
-    Py_XDECREF(bridge);
-    return -1;
-  }
-  return 0;
+  return PyModule_AddFunctions(module, kModuleFunctions);
 }
