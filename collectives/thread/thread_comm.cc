@@ -133,14 +133,19 @@ WorkPtr ThreadCommunicator::push(std::shared_ptr<RankOp> op, std::string descrip
   const Work::Duration caller_timeout = options_.timeout + options_.timeout / 10 + Work::Duration(200);
   auto work = std::make_shared<AsyncWork>(std::move(description), caller_timeout);
   const bool p2p = !op->is_split && (op->args.kind == CollectiveKind::kSend || op->args.kind == CollectiveKind::kRecv);
+  bool here;  // Note [A group of one runs in the caller]
   {
     std::lock_guard<std::mutex> lock(mu_);
     DT_CHECK_ARG(!stop_, work->describe(), ": the communicator is being destroyed");
     if (!p2p) op->seq = ++next_seq_;
-    queue_.push_back(Item{op, work});
+    here = !p2p && !op->is_split && size() == 1 && queue_.empty() && !busy_ && pending_recvs_.empty();
+    if (here)
+      busy_ = true;
+    else
+      queue_.push_back(Item{op, work});
     group_->world()->op_queued(global_rank_);
   }
-  cv_.notify_one();
+  if (!here) cv_.notify_one();
   std::weak_ptr<ThreadGroup> weak_group = group_;
   work->set_timeout_explainer([weak_group, running = running_seq_, seq = op->seq, p2p, rank = rank_,
                                peer = op->args.peer, is_send = op->args.kind == CollectiveKind::kSend,
@@ -155,6 +160,18 @@ WorkPtr ThreadCommunicator::push(std::shared_ptr<RankOp> op, std::string descrip
       return str_cat("queued behind call #", cur, " of this rank, ", g->describe_missing(cur), recent);
     return g->describe_missing(seq) + recent;
   });
+  if (here) {
+    run(*op, work);
+    op.reset();
+    group_->world()->op_done(global_rank_);
+    bool queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+      queued = !queue_.empty();
+    }
+    if (queued) cv_.notify_one();  // calls queued meanwhile (from other threads of this rank)
+  }
   return work;
 }
 
@@ -164,14 +181,17 @@ void ThreadCommunicator::worker_loop() {
     Item item;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      cv_.wait(lock, [&] { return (stop_ || !queue_.empty()) && !busy_; });
       if (queue_.empty()) return;  // stop_ and drained
       item = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
     run(*item.op, item.work);
     item = Item{};  // release the call's buffers before reporting the rank idle
     group_->world()->op_done(global_rank_);
+    std::lock_guard<std::mutex> lock(mu_);
+    busy_ = false;
   }
 }
 

@@ -9,6 +9,10 @@
 // Semantics (beyond communicator.h):
 // - Each communicator has a worker thread that runs its calls in call order, so calls return at once and progress
 //   without the caller. Communicators of one rank (a world and its splits) progress independently.
+//   Note [A group of one runs in the caller]: a group of one (the world of a process started without a launcher)
+//   runs a collective in the calling thread when nothing is queued or running before it: nothing waits for a peer,
+//   and the hand-over to the worker (two thread switches, about 50 us a call on a virtual machine) was most of
+//   the call. Point-to-point calls and splits still go through the worker.
 // - Reductions fold the ranks' inputs in rank order (((x0 op x1) op x2) ...), each step rounded to the dtype
 //   (f16/bf16 computed in float, as kernels::reduce), then avg divides once by the group size. Results are
 //   therefore bit-identical on every rank and from run to run.
@@ -119,6 +123,7 @@ class ThreadCommunicator final : public Communicator {
   std::condition_variable cv_;
   std::deque<Item> queue_;
   bool stop_ = false;
+  bool busy_ = false;  // a call is running (on the worker, or in the caller: Note [A group of one runs in the caller])
   // The group call the worker is running (read by timeout messages, which may outlive this communicator).
   std::shared_ptr<std::atomic<uint64_t>> running_seq_;
 

@@ -31,6 +31,11 @@ using ucx::UcxOp;
 using ucx::UcxWorker;
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// A group of one runs its calls of up to this many bytes in the caller at once (Note [UCX progress]).
+constexpr int64_t kInlineBytes = int64_t(256) << 10;
+}  // namespace
+
 UcxCommunicator::UcxCommunicator(std::shared_ptr<UcxWorker> worker, std::shared_ptr<CommState> state)
     : worker_(std::move(worker)), state_(std::move(state)) {
   std::lock_guard<std::mutex> lock(worker_->mutex());
@@ -156,6 +161,7 @@ WorkPtr UcxCommunicator::enqueue_host(const CollectiveArgs& a, std::function<voi
   if (log_enabled(LogLevel::kDebug))
     DT_LOG_DEBUG(op->description(), ": ", choice.algorithm->name, ", ", op->num_tasks(), " tasks, seq ", seq);
   w.submit_locked(op);
+  if (st.size == 1 && bytes <= kInlineBytes && op->started()) op->advance(Clock::now());  // Note [UCX progress]
   const bool done = op->finished();
   lock.unlock();
   if (!done) w.kick();

@@ -12,7 +12,11 @@
 //   - a progress thread covers the time nobody waits: it sleeps on the worker's event descriptor (UCP_FEATURE_WAKEUP:
 //     ucp_worker_arm + epoll) between events and stands down while a caller drives, so it never spins on a core that
 //     compute needs (a spinning progress thread cost ~60 ms per collective on 2 cores). New work kicks it (eventfd)
-//     only when it sleeps.
+//     only when it sleeps;
+//   - a group of one (a process's own group, a mesh dim of size 1) runs a call of up to 256 KiB in the caller at
+//     once (UcxCommunicator::enqueue_host): its only work is a local copy, and the kick, the wake-up and the wait's
+//     progress pass cost more than the copy (dtensor.torch's 1-process tiny blocks: about 4 us a block less).
+//     Larger calls still go to the progress thread, which copies while the caller computes.
 //
 // Note [UCX failure detection]
 // With UCX 1.13, asking for peer error handling (UCP_ERR_HANDLING_MODE_PEER) drops the shared-memory transports

@@ -742,6 +742,28 @@ TEST(UcxCollectives, SegmentedBlocksBadInput) {
   c.barrier()->wait();
 }
 
+// Note [UCX progress]: a group of one runs a small call in the caller and hands a large one to the progress thread;
+// both give the input back, in call order (a call that reads the previous one's output sees it).
+TEST(UcxCollectives, AGroupOfOneRunsSmallCallsInTheCaller) {
+  auto& c = *g_comm;
+  auto solo = c.split(c.rank(), 0);
+  ASSERT_TRUE(solo);
+  ASSERT_EQ(solo->size(), 1);
+  for (const int64_t count : {int64_t(1000), int64_t(1) << 20}) {  // 4 KB and 4 MiB
+    const uint64_t seed = ++g_case;
+    std::vector<float> in = input<float>(seed, c.rank(), count), out(size_t(count), -1.0f);
+    WorkPtr gather = solo->all_gather(in.data(), out.data(), count, DType::f32, Device::cpu());
+    // In call order after the gather: the sum (of one) of what it wrote.
+    std::vector<float> sum(size_t(count), -1.0f);
+    WorkPtr reduce = solo->all_reduce(out.data(), sum.data(), count, DType::f32, ReduceOp::kSum, Device::cpu());
+    reduce->wait();
+    EXPECT_TRUE(gather->is_completed());
+    EXPECT_EQ(out, in);
+    EXPECT_EQ(sum, in);
+  }
+  c.barrier()->wait();
+}
+
 TEST(UcxCollectives, SplitRowsAndColumnsConcurrently) {
   auto& c = *g_comm;
   const int n = c.size(), r = c.rank();
