@@ -249,7 +249,8 @@ TEST_F(ThreadInline, AGroupOfOneRunsInTheCaller) {
   EXPECT_TRUE(w->is_completed());
   EXPECT_EQ(out, in);
   for (int it = 0; it < 100; ++it) {  // each call reads the previous one's result
-    EXPECT_TRUE(comm->all_reduce(out.data(), out.data(), 64, DType::f32, ReduceOp::kSum, Device::cpu())->is_completed());
+    EXPECT_TRUE(
+        comm->all_reduce(out.data(), out.data(), 64, DType::f32, ReduceOp::kSum, Device::cpu())->is_completed());
   }
   EXPECT_EQ(out, in);
   auto solo = comm->split(0, 0);  // through the worker; its group of one then runs in the caller too
