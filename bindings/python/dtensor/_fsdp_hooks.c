@@ -4,9 +4,9 @@
  * gradient hand-offs, calling the C API directly), FsdpStateBase (the pre-backward hook), fsdp_finish_all (the end of
  * backward) and fsdp_call (an FSDP module's __call__). Torch is never linked here: fsdp_setup hands over the few torch
  * callables used (DLPack in and out, grad mode, the graph task), and where the libtorch bridge was built
- * (fsdp_bridge; Note [The libtorch bridge] in dtensor/torch/_bridge.py) the autograd hooks and the gradient hand-offs
- * go through its C++ instead of torch's Python API. Whatever is not the common case calls back into the Python
- * subclass. */
+ * (fsdp_bridge; Note [The libtorch bridge] in dtensor/torch/_bridge.py) the autograd hooks, the gradient hand-offs
+ * and the autograd state reads go through its C++ instead of torch's Python API. Whatever is not the common case calls
+ * back into the Python subclass. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
@@ -92,6 +92,7 @@ typedef struct {
   void* view;        /* the address the unsharded face views */
   long long version; /* the shard's version at the last gather */
   char native;       /* its gradient hand-offs go through the bridge (Note [The libtorch bridge]) */
+  char tensor;       /* the shard is a torch.Tensor (the bridge reads its version) */
 } Entry;
 
 typedef struct {
@@ -188,6 +189,7 @@ static int bind_entry(Entry* e, PyObject* m) {
   if ((e->sharded = PyObject_GetAttr(m, s_sharded)) == NULL) return -1;
   if ((e->unsharded = PyObject_GetAttr(m, s_unsharded)) == NULL) return -1;
   if ((e->sharded_dtype = PyObject_GetAttr(e->sharded, s_dtype)) == NULL) return -1;
+  e->tensor = (char)PyObject_TypeCheck(e->sharded, (PyTypeObject*)g_tensor_type);
   if ((slots = PyObject_GetAttr(m, s_slots)) == NULL) return -1;
   if (!PyList_Check(slots)) {
     Py_DECREF(slots);
@@ -284,7 +286,12 @@ static int ensure_handle(Group* g) {
 }
 
 static int shard_version(Entry* e, long long* out) {
-  PyObject* v = PyObject_GetAttr(e->sharded, s_version);
+  PyObject* v;
+  if (g_bridge != NULL && e->tensor) {
+    *out = g_bridge->version(e->sharded);
+    return *out < 0 ? -1 : 0;
+  }
+  v = PyObject_GetAttr(e->sharded, s_version);
   if (v == NULL) return -1;
   *out = PyLong_AsLongLong(v);
   Py_DECREF(v);
@@ -760,8 +767,10 @@ static PyObject* call_python(PyObject* state, PyObject* const* args, Py_ssize_t 
 }
 
 static int in_backward(void) {
-  PyObject* id = PyObject_CallNoArgs(g_task_id);
+  PyObject* id;
   long long v;
+  if (g_bridge != NULL) return g_bridge->graph_task_id() != -1;
+  id = PyObject_CallNoArgs(g_task_id);
   if (id == NULL) return -1;
   v = PyLong_AsLongLong(id);
   Py_DECREF(id);
@@ -769,23 +778,33 @@ static int in_backward(void) {
   return v != -1;
 }
 
-static int hook_output(PyObject* state, PyObject* out) {
-  PyObject *enabled, *r;
+static int grad_enabled(void) {
+  PyObject* enabled;
   int on;
+  if (g_bridge != NULL) return g_bridge->grad_enabled();
   enabled = PyObject_CallNoArgs(g_grad_enabled);
   if (enabled == NULL) return -1;
   on = PyObject_IsTrue(enabled);
   Py_DECREF(enabled);
+  return on;
+}
+
+static int hook_output(PyObject* state, PyObject* out) {
+  PyObject* r;
+  int on = grad_enabled();
   if (on <= 0) return on;
   if (PyObject_TypeCheck(out, (PyTypeObject*)g_tensor_type)) {
-    PyObject* rg = PyObject_GetAttr(out, s_requires_grad);
     PyObject *hook, *node;
-    if (rg == NULL) return -1;
-    Py_DECREF(rg);
-    if (rg != Py_True) return 0;
     if (g_bridge != NULL) { /* a C++ pre-hook on the node (Note [The libtorch bridge]); none: as below */
-      int rc = g_bridge->hook_node(out, state_pre_backward, state);
+      int rc;
+      if (!g_bridge->requires_grad(out)) return 0;
+      rc = g_bridge->hook_node(out, state_pre_backward, state);
       if (rc != 0) return rc < 0 ? -1 : 0;
+    } else {
+      PyObject* rg = PyObject_GetAttr(out, s_requires_grad);
+      if (rg == NULL) return -1;
+      Py_DECREF(rg);
+      if (rg != Py_True) return 0;
     }
     hook = PyObject_GetAttr(state, s_pre_backward_hook);
     if (hook == NULL) return -1;

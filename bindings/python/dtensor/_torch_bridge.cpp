@@ -4,9 +4,11 @@
 #include "_torch_bridge.h"
 
 #include <ATen/DLConvertor.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/variable.h>
 
@@ -83,7 +85,7 @@ class GradReady final : public torch::autograd::PostAccumulateGradHook {
 
 // Runs body, turning a C++ exception into a Python one; returns body's value or -1.
 template <typename Body>
-int guarded(const char* what, Body&& body) {
+auto guarded(const char* what, Body&& body) -> decltype(body()) {
   try {
     return body();
   } catch (python_error& e) {
@@ -139,7 +141,18 @@ int give_grad(PyObject* param, void* managed) {
   });
 }
 
-const DtTorchBridge kTable = {DT_TORCH_BRIDGE_ABI, hook_node, set_grad_hook, clear_grad_hook, give_grad};
+int grad_enabled() { return c10::GradMode::is_enabled() ? 1 : 0; }
+
+int graph_task_id() { return torch::autograd::get_current_graph_task_id(); }
+
+int requires_grad(PyObject* t) { return THPVariable_Unpack(t).requires_grad() ? 1 : 0; }
+
+long long version(PyObject* t) {
+  return guarded("version", [&] { return static_cast<long long>(THPVariable_Unpack(t)._version()); });
+}
+
+const DtTorchBridge kTable = {DT_TORCH_BRIDGE_ABI, hook_node,     set_grad_hook, clear_grad_hook, give_grad,
+                              grad_enabled,        graph_task_id, requires_grad, version};
 
 PyModuleDef kModule = {
     .m_base = PyModuleDef_HEAD_INIT,

@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define DT_TORCH_BRIDGE_CAPSULE "dtensor._torch_bridge.table"
-#define DT_TORCH_BRIDGE_ABI 1
+#define DT_TORCH_BRIDGE_ABI 2
 
 typedef int (*dt_bridge_state_fn)(PyObject* ctx);
 /* managed: the gradient as a DLPack 1.x DLManagedTensorVersioned (contiguous, on the CPU), taken over by the callee */
@@ -33,6 +33,13 @@ typedef struct {
   /* param.grad = the tensor of managed (a DLManagedTensorVersioned, taken over: always, even on failure), cast to
    * param's dtype; added to an existing .grad instead. */
   int (*give_grad)(PyObject* param, void* managed);
+  /* What a module call and a gather read, without a Python call or attribute: grad mode (1 on, 0 off), the running
+   * backward's graph task id (-1 outside a backward), t's requires_grad (1 or 0), and t's version counter (-1 with an
+   * exception set when t has none, as an inference tensor). */
+  int (*grad_enabled)(void);
+  int (*graph_task_id)(void);
+  int (*requires_grad)(PyObject* t);
+  long long (*version)(PyObject* t);
 } DtTorchBridge;
 
 #ifdef __cplusplus

@@ -5,10 +5,12 @@ The compiled hook bodies (dtensor/_fsdp_hooks.c) call torch through its Python A
 and step pay for Python objects that the work does not need: registering the pre-backward hook on an output's node
 (Python's register_prehook makes a hooks dict and a RemovableHandle), the node's calls into it, each parameter's
 post-accumulate-grad hook (a Python call with the parameter), reading and clearing .grad, the gradient's DLPack
-capsule, and the reduced shards' from_dlpack and .grad assignment. The bridge does these in C++ against libtorch
-(a torch::autograd::FunctionPreHook on the node, a PostAccumulateGradHook on the parameter, DLPack 1.x tensors
-converted by ATen, .grad through mutable_grad()) and calls the C bodies directly, with the GIL taken only around
-them. The Python bodies and CUDA parameters do not use it.
+capsule, and the reduced shards' from_dlpack and .grad assignment; and every call reads the autograd state (grad
+mode, whether a backward runs, an output's requires_grad, each shard's _version) through Python calls and
+attributes. The bridge does these in C++ against libtorch (a torch::autograd::FunctionPreHook on the node, a
+PostAccumulateGradHook on the parameter, DLPack 1.x tensors converted by ATen, .grad through mutable_grad(),
+GradMode, the graph task id and the version counter read directly) and calls the C bodies directly, with the GIL
+taken only around them. The Python bodies and CUDA parameters do not use it.
 
 libtorch's C++ ABI changes with every torch release, so the wheel cannot carry the bridge: it is compiled on the
 machine at the first import of dtensor.torch that finds none for the torch, Python and source at hand (one
