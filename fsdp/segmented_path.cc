@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "collectives/segment_walk.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
 #include "fsdp/flat_path.h"
@@ -24,6 +25,13 @@ namespace dt::fsdp {
 // Between processes of one host both read the peers' memory directly (process_vm_readv). The shards and the
 // gradients must stay unchanged until the wait (the engine's own calls keep to that: reshard, the next unshard and
 // the next reduction wait first). The post-forward share (reshard_after_forward = k) keeps the flat path.
+//
+// Note [A shard group of one]
+// With one member (a process of its own, a mesh dim of size 1) the gather is this rank's shards copied to their
+// places in the parameters, and the reduction its gradient rows copied into the shard buffer (the sum or average of
+// one block is that block): both are done here, as the communicator's call would do them, without building its
+// segment lists, its op and its work (about 1 us a call; dtensor.torch's 1-process tiny blocks make three a step).
+// No collective is issued, so none is recorded; the bytes are counted as before.
 bool SegmentedPath::admits(const GroupData& g, Direction d) {
   return g.shard_comm->supports_segments(g.device) && (d == Direction::kGather || g.layout.pre_divide == 1);
 }
@@ -78,6 +86,10 @@ SegmentedPath::GatherSegments SegmentedPath::gather_segments() {
 Issued SegmentedPath::issue_gather(GatherSegments s) {
   int64_t sent = 0;  // what travels: the mapped parameters do not
   for (const Segment& g : s.send) sent += g.bytes;
+  if (s.recv.size() == 1 && g_.device.is_cpu()) {  // Note [A shard group of one]
+    copy_segments(s.send.data(), int64_t(s.send.size()), s.recv[0].data(), int64_t(s.recv[0].size()));
+    return {completed_work("local gather"), sent};
+  }
   return {g_.shard_comm->all_gather_segments(std::move(s.send), block_bytes_, std::move(s.recv), g_.device), sent};
 }
 
@@ -112,6 +124,11 @@ Issued SegmentedPath::start_reduce(size_t c, const Tensor& out, ReduceOp op) {
     }
     for (int64_t r = 0; r < S; ++r) send[size_t(r)].push_back(p.rows_segment(r, offset * es, data, rc.dtype));
     offset += p.layout().reduce_padded_numel;
+  }
+  if (S == 1 && g_.device.is_cpu()) {  // Note [A shard group of one]
+    const Segment whole{0, rc.slot_numel * es, out.data_ptr()};
+    copy_segments(send[0].data(), int64_t(send[0].size()), &whole, 1);
+    return {completed_work("local reduce"), rc.slot_numel * es};
   }
   return {
       g_.shard_comm->reduce_scatter_segments(std::move(send), out.data_ptr(), rc.slot_numel, rc.dtype, op, g_.device),

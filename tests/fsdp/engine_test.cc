@@ -163,6 +163,32 @@ TEST_P(FsdpGather, ReduceScatterAveragesOrSumsUnevenGradients) {
   });
 }
 
+// Note [A shard group of one]: one member gathers and reduces by copying, with no collective, to the same values
+// (the average and the sum of one gradient are that gradient; a divide factor still divides).
+TEST_P(FsdpGather, AShardGroupOfOneCopiesWithoutACollective) {
+  on_threads(1, GetParam(), [](const DeviceMesh& mesh) {
+    ParamGroup g("group", names_of(kParams), replicated(mesh, kParams), mesh, {});
+    for (int round = 0; round < 2; ++round) {
+      CommCounter counter(mesh);
+      g.unshard();
+      g.wait_for_unshard();
+      for (size_t i = 0; i < kParams.size(); ++i)
+        EXPECT_TRUE(equal(g.unsharded_param(i).to_local(), value_of(kParams[i], 100 + i))) << kParams[i].name;
+      g.reshard();
+      EXPECT_EQ(counter.count(CollectiveKind::kAllGather), GetParam() ? 0 : 1) << "segments: a copy, no collective";
+    }
+    CommCounter counter(mesh);
+    check_reduction(mesh, {}, 1.0);
+    check_reduction(mesh, {.gradient_divide_factor = 6.0}, 6.0);
+    check_reduction(mesh, {}, 6.0, kParams, std::optional<double>(6.0));
+    if (GetParam()) {
+      EXPECT_EQ(counter.count(CollectiveKind::kReduceScatter), 0) << "segments: a copy, no collective";
+    } else {
+      EXPECT_GT(counter.count(CollectiveKind::kReduceScatter), 0) << "flat: the communicator's";
+    }
+  });
+}
+
 TEST(FsdpEngine, MappedShardsAreReadInPlaceAsTheyAreNow) {
   on_threads(3, true, [](const DeviceMesh& mesh) {
     ParamGroup g("group", names_of(kPageParams), replicated(mesh, kPageParams), mesh, {});
