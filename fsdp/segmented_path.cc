@@ -41,6 +41,8 @@ SegmentedPath::SegmentedPath(GroupData& g) : DataPath(g) {
   block_bytes_ = g.layout.slot_bytes;
 }
 
+bool SegmentedPath::alone() const { return g_.layout.shard_size == 1 && g_.device.is_cpu(); }
+
 bool SegmentedPath::shards_are_the_slot() const {
   for (const Param& p : g_.params) {
     const Tensor& shard = p.shard().to_local();
@@ -86,7 +88,7 @@ SegmentedPath::GatherSegments SegmentedPath::gather_segments() {
 Issued SegmentedPath::issue_gather(GatherSegments s) {
   int64_t sent = 0;  // what travels: the mapped parameters do not
   for (const Segment& g : s.send) sent += g.bytes;
-  if (s.recv.size() == 1 && g_.device.is_cpu()) {  // Note [A shard group of one]
+  if (alone()) {  // Note [A shard group of one]
     copy_segments(s.send.data(), int64_t(s.send.size()), s.recv[0].data(), int64_t(s.recv[0].size()));
     return {completed_work("local gather"), sent};
   }
@@ -125,9 +127,10 @@ Issued SegmentedPath::start_reduce(size_t c, const Tensor& out, ReduceOp op) {
     for (int64_t r = 0; r < S; ++r) send[size_t(r)].push_back(p.rows_segment(r, offset * es, data, rc.dtype));
     offset += p.layout().reduce_padded_numel;
   }
-  if (S == 1 && g_.device.is_cpu()) {  // Note [A shard group of one]
+  if (alone()) {  // Note [A shard group of one]
     const Segment whole{0, rc.slot_numel * es, out.data_ptr()};
     copy_segments(send[0].data(), int64_t(send[0].size()), &whole, 1);
+    sources_[c].clear();  // copied: the gradients need not outlive this call
     return {completed_work("local reduce"), rc.slot_numel * es};
   }
   return {

@@ -40,6 +40,8 @@ class SegmentedPath : public DataPath {
   // Whether every shard is already what its region of this rank's slot would hold (param_dtype, on the group's
   // device, contiguous): then the gather sends the shards themselves.
   bool shards_are_the_slot() const;
+  // A shard group of one on the host: its gather and reduction are copies made here (Note [A shard group of one]).
+  bool alone() const;
 
   Tensor staged_;  // this rank's slot, when the shards are not it
   // Per reduce class: the memory of the gradients its reduce-scatter reads (the storages only: this runs per

@@ -54,7 +54,7 @@ void UcxWorker::mark_dirty(UcxOp* op) {
 void UcxWorker::op_done_locked(UcxOp* op) {
   if (op->dirty) {  // it leaves running_ and may be destroyed: no list may point at it (see dirty_ in worker.h)
     op->dirty = false;
-    dirty_.erase(std::remove(dirty_.begin(), dirty_.end(), op), dirty_.end());  // (an op run inline stays out)
+    dirty_.erase(std::remove(dirty_.begin(), dirty_.end(), op), dirty_.end());  // erased: no hole left to clear
     for (auto* batch : active_batches_) std::replace(batch->begin(), batch->end(), op, static_cast<UcxOp*>(nullptr));
   }
   auto it = std::find_if(running_.begin(), running_.end(), [op](const auto& p) { return p.get() == op; });
